@@ -1,0 +1,126 @@
+// Command csi-registrar registers a CSI driver with the kubelet (`register`,
+// a drop-in for node-driver-registrar), runs a reference CSI node driver
+// (`driver`), and probes a driver for an exec liveness probe (`probe`).
+//
+// Invoked as csi-node-driver-registrar (the image has that name too), it runs
+// `register` with upstream's arguments unchanged.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/stubdriver"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// upstreamName is the name of kubernetes-csi's sidecar binary; invoked under
+// it, csi-registrar runs the register role.
+const upstreamName = "csi-node-driver-registrar"
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitBadInput = 2
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr, defaultRoles()))
+}
+
+// roles are what the subcommands call once flags became options; tests
+// replace them to check the mapping without starting anything.
+type roles struct {
+	register func(context.Context, registrar.Options) error
+	driver   func(context.Context, stubdriver.Options) error
+}
+
+func defaultRoles() roles {
+	return roles{
+		register: func(ctx context.Context, o registrar.Options) error {
+			r, err := registrar.New(o)
+			if err != nil {
+				return err
+			}
+			return r.Run(ctx)
+		},
+		driver: func(ctx context.Context, o stubdriver.Options) error {
+			d, err := stubdriver.New(o)
+			if err != nil {
+				return err
+			}
+			return d.Run(ctx)
+		},
+	}
+}
+
+// run executes the command line and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer, r roles) int {
+	if len(args) > 0 && filepath.Base(args[0]) == upstreamName {
+		args = append([]string{args[0], "register"}, args[1:]...)
+	}
+	app := newApp(stdout, stderr, r)
+	err := app.Run(args)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	var ec cli.ExitCoder
+	switch {
+	case errors.As(err, &ec):
+		return ec.ExitCode()
+	case registrar.IsValidationError(err), isUsageError(err):
+		return exitBadInput
+	}
+	return exitError
+}
+
+func newApp(stdout, stderr io.Writer, r roles) *cli.App {
+	return &cli.App{
+		Name:  "csi-registrar",
+		Usage: "register a CSI driver with the kubelet, and a reference CSI node driver",
+		// No App.Version: urfave/cli's version flag would take -v, which is
+		// the verbosity flag Kubernetes users expect. Each command has --version.
+		Writer:                 stdout,
+		ErrWriter:              stderr,
+		HideHelpCommand:        true,
+		UseShortOptionHandling: false,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+		Commands: []*cli.Command{
+			registerCommand(r.register),
+			driverCommand(r.driver),
+			probeCommand(),
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintln(c.App.Writer, "csi-registrar", version)
+					return nil
+				},
+			},
+		},
+	}
+}
+
+// usageError is a command line that does not parse.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func isUsageError(err error) bool {
+	var u usageError
+	return errors.As(err, &u)
+}

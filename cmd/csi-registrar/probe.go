@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
+
+func probeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "probe",
+		Usage: "call the CSI driver's Probe and exit 0 if it is ready, 1 if not (for an exec livenessProbe)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "csi-address", Value: registrar.DefaultCSIAddress, EnvVars: env("csi-address"),
+				Usage: "the CSI driver's socket: a path or unix:// URL"},
+			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, EnvVars: env("timeout"),
+				Usage: "how long to wait for the answer"},
+		},
+		Action: func(c *cli.Context) error {
+			addr := c.String("csi-address")
+			if err := registrar.ProbeDriver(c.Context, addr, c.Duration("timeout")); err != nil {
+				if registrar.IsValidationError(err) {
+					return err
+				}
+				return cli.Exit("not ready: "+err.Error(), exitError)
+			}
+			fmt.Fprintf(c.App.Writer, "ready: %s answered Probe\n", addr)
+			return nil
+		},
+	}
+}

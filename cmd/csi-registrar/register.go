@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
+
+// envPrefix is the only prefix of environment variables csi-registrar reads.
+const envPrefix = "CSI_REGISTRAR_"
+
+// env names the environment variable for a flag: --csi-address → CSI_REGISTRAR_CSI_ADDRESS.
+func env(flag string) []string {
+	b := []byte(flag)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return []string{envPrefix + string(b)}
+}
+
+const (
+	modeRegistration = "registration"
+	modeProbe        = "kubelet-registration-probe"
+)
+
+func registerCommand(run func(context.Context, registrar.Options) error) *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "csi-address", Value: registrar.DefaultCSIAddress, EnvVars: env("csi-address"),
+			Usage: "the CSI driver's socket in this container: a path or unix:// URL"},
+		&cli.StringFlag{Name: "kubelet-registration-path", EnvVars: env("kubelet-registration-path"),
+			Usage: "the CSI driver's socket path on the host, as the kubelet dials it (required)"},
+		&cli.StringFlag{Name: "plugin-registration-path", Value: registrar.DefaultPluginRegistrationPath, EnvVars: env("plugin-registration-path"),
+			Usage: "the directory where the kubelet's plugins_registry is mounted"},
+		&cli.StringFlag{Name: "driver-name", EnvVars: env("driver-name"),
+			Usage: "register this name instead of asking the driver's GetPluginInfo (the driver must still answer Probe)"},
+		&cli.DurationFlag{Name: "timeout", Value: registrar.DefaultTimeout, EnvVars: env("timeout"),
+			Usage: "timeout of each call to the driver (GetPluginInfo, Probe)"},
+		&cli.DurationFlag{Name: "connection-timeout", EnvVars: env("connection-timeout"),
+			Usage: "how long to wait for the driver at start before exiting with an error; 0 waits forever (a no-op upstream)"},
+		&cli.DurationFlag{Name: "kubelet-wait", Value: registrar.DefaultKubeletWait, EnvVars: env("kubelet-wait"),
+			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it for this long"},
+		&cli.DurationFlag{Name: "registration-retry-max", Value: registrar.DefaultRegistrationRetryMax, EnvVars: env("registration-retry-max"),
+			Usage: "cap of the backoff (1s doubling) between socket re-creations after a kubelet rejection, silence or conflict"},
+		&cli.StringFlag{Name: "http-endpoint", EnvVars: env("http-endpoint"),
+			Usage: "TCP address (e.g. :9809) serving /healthz, /readyz and /metrics; empty disables the server"},
+		&cli.IntFlag{Name: "health-port", EnvVars: env("health-port"),
+			Usage: "deprecated: same as --http-endpoint=:<port>; 0 disables; cannot be combined with --http-endpoint"},
+		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"),
+			Usage: "serve /debug/pprof/ on --http-endpoint"},
+		&cli.StringFlag{Name: "mode", Value: modeRegistration, EnvVars: env("mode"),
+			Usage: "deprecated: \"registration\" runs the registrar; \"kubelet-registration-probe\" exits 0 (use /readyz instead)"},
+		&cli.BoolFlag{Name: "automaxprocs", EnvVars: env("automaxprocs"),
+			Usage: "accepted for compatibility: the Go runtime already sets GOMAXPROCS from the container's CPU limit"},
+		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
+	}
+	flags = append(flags, loggingFlags()...)
+	flags = append(flags, legacyKlogFlags()...)
+	return &cli.Command{
+		Name:  "register",
+		Usage: "register a CSI driver with the kubelet (drop-in for node-driver-registrar)",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
+				return nil
+			}
+			log, err := newLogger(c, c.App.ErrWriter)
+			if err != nil {
+				return err
+			}
+			switch m := c.String("mode"); m {
+			case modeProbe:
+				log.Info("--mode=kubelet-registration-probe is deprecated and always succeeds; probe /readyz on --http-endpoint for the kubelet's real verdict")
+				return nil
+			case modeRegistration:
+			default:
+				return badFlag("mode", m, "must be registration or kubelet-registration-probe", "drop --mode")
+			}
+			opts, err := registerOptions(c)
+			if err != nil {
+				return err
+			}
+			opts.Logger = log
+			logIgnored(c, log, map[string]string{
+				"automaxprocs":        "the Go runtime sets GOMAXPROCS from the cgroup CPU limit",
+				"vmodule":             "verbosity is global",
+				"log-flush-frequency": "logs are written unbuffered",
+			})
+			log.Info("starting csi-registrar register", "version", version, "kubeletRegistrationPath", opts.KubeletRegistrationPath,
+				"pluginRegistrationPath", opts.PluginRegistrationPath)
+			ctx, stop := signalContext(c.Context, log)
+			defer stop()
+			return run(ctx, opts)
+		},
+	}
+}
+
+// registerOptions turns the register flags into registrar.Options.
+func registerOptions(c *cli.Context) (registrar.Options, error) {
+	endpoint := c.String("http-endpoint")
+	switch port := c.Int("health-port"); {
+	case port < 0 || port > 65535:
+		return registrar.Options{}, badFlag("health-port", strconv.Itoa(port), "must be a TCP port between 1 and 65535, or 0 to disable", "prefer --http-endpoint=:9809")
+	case port > 0 && endpoint != "":
+		return registrar.Options{}, badFlag("health-port", strconv.Itoa(port), "cannot be combined with --http-endpoint="+endpoint, "drop --health-port")
+	case port > 0:
+		endpoint = ":" + strconv.Itoa(port)
+	}
+	return registrar.Options{
+		CSIAddress:              c.String("csi-address"),
+		KubeletRegistrationPath: c.String("kubelet-registration-path"),
+		PluginRegistrationPath:  c.String("plugin-registration-path"),
+		DriverName:              c.String("driver-name"),
+		Timeout:                 c.Duration("timeout"),
+		ConnectionTimeout:       c.Duration("connection-timeout"),
+		KubeletWait:             c.Duration("kubelet-wait"),
+		RegistrationRetryMax:    c.Duration("registration-retry-max"),
+		HTTPEndpoint:            endpoint,
+		EnablePprof:             c.Bool("enable-pprof"),
+	}, nil
+}

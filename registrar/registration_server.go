@@ -1,0 +1,110 @@
+package registrar
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+)
+
+// SupportedVersions are the CSI plugin API versions announced to the kubelet.
+var supportedVersions = []string{"1.0.0"}
+
+// registrationServer serves pluginregistration.v1 on one registration socket.
+// It answers GetInfo from fixed data and records what the kubelet told it;
+// the control loop reads that record after each signal.
+type registrationServer struct {
+	registerapi.UnimplementedRegistrationServer
+
+	driverName string
+	endpoint   string
+	hooks      serverHooks
+
+	mu       sync.Mutex
+	getInfos int
+	notified *registerapi.RegistrationStatus // last status, nil before the first
+
+	signal chan struct{} // capacity 1: "something was recorded"
+}
+
+// serverHooks lets the owner count and log RPCs without the server knowing how.
+type serverHooks struct {
+	onGetInfo func()
+	onNotify  func(*registerapi.RegistrationStatus)
+}
+
+func newRegistrationServer(driverName, endpoint string, hooks serverHooks) *registrationServer {
+	return &registrationServer{driverName: driverName, endpoint: endpoint, hooks: hooks, signal: make(chan struct{}, 1)}
+}
+
+// GetInfo is called by the kubelet's plugin watcher (with a 1 s deadline).
+func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
+	s.mu.Lock()
+	s.getInfos++
+	s.mu.Unlock()
+	if s.hooks.onGetInfo != nil {
+		s.hooks.onGetInfo()
+	}
+	s.notify()
+	return &registerapi.PluginInfo{
+		Type:              registerapi.CSIPlugin,
+		Name:              s.driverName,
+		Endpoint:          s.endpoint,
+		SupportedVersions: supportedVersions,
+	}, nil
+}
+
+// NotifyRegistrationStatus records the kubelet's verdict. It never exits the
+// process: the control loop decides what to do.
+func (s *registrationServer) NotifyRegistrationStatus(ctx context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
+	s.mu.Lock()
+	s.notified = &registerapi.RegistrationStatus{PluginRegistered: st.PluginRegistered, Error: st.Error}
+	s.mu.Unlock()
+	if s.hooks.onNotify != nil {
+		s.hooks.onNotify(st)
+	}
+	s.notify()
+	return &registerapi.RegistrationStatusResponse{}, nil
+}
+
+func (s *registrationServer) notify() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// snapshot returns how many GetInfo calls arrived and the last status.
+func (s *registrationServer) snapshot() (getInfos int, last *registerapi.RegistrationStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.getInfos, s.notified
+}
+
+// servingSocket is a registration socket with its gRPC server running.
+type servingSocket struct {
+	sock   *Socket
+	server *registrationServer
+	grpc   *grpc.Server
+	done   chan struct{} // closed when Serve returned
+}
+
+func serveRegistration(sock *Socket, srv *registrationServer) *servingSocket {
+	g := grpc.NewServer()
+	registerapi.RegisterRegistrationServer(g, srv)
+	ss := &servingSocket{sock: sock, server: srv, grpc: g, done: make(chan struct{})}
+	go func() {
+		defer close(ss.done)
+		_ = g.Serve(sock.Listener()) // returns when stopped; the owner calls stop
+	}()
+	return ss
+}
+
+// stop ends serving (letting in-flight RPCs finish) and removes the socket
+// if it still is ours. It reports whether the file was removed.
+func (ss *servingSocket) stop() bool {
+	ss.grpc.GracefulStop()
+	<-ss.done
+	return ss.sock.Close()
+}

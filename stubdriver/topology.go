@@ -1,0 +1,95 @@
+package stubdriver
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
+
+// ParseTopology turns "key=value" arguments (the repeatable --topology flag)
+// into a topology map, refusing duplicate keys and invalid labels.
+func ParseTopology(args []string) (map[string]string, error) {
+	topo := make(map[string]string, len(args))
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, &registrar.ValidationError{What: "--topology", Value: a, Rule: "must be key=value",
+				Fix: "e.g. --topology=topology.stub.csi.example.com/zone=zone-a"}
+		}
+		if _, dup := topo[k]; dup {
+			return nil, &registrar.ValidationError{What: "--topology", Value: a, Rule: fmt.Sprintf("key %q is given twice", k),
+				Fix: "give each topology key once"}
+		}
+		if err := validateTopology(k, v); err != nil {
+			return nil, err
+		}
+		topo[k] = v
+	}
+	return topo, nil
+}
+
+// validateTopology checks a topology segment as the kubelet will write it: a
+// valid Kubernetes label key and value, and a key the kubelet may set under
+// the NodeRestriction admission plugin (not under kubernetes.io or k8s.io).
+func validateTopology(key, value string) error {
+	seg := key + "=" + value
+	bad := func(rule, fix string) error {
+		return &registrar.ValidationError{What: "topology segment", Value: seg, Rule: rule, Fix: fix}
+	}
+	prefix, name, hasPrefix := strings.Cut(key, "/")
+	if !hasPrefix {
+		name, prefix = prefix, ""
+	}
+	if hasPrefix {
+		if prefix == "" || len(prefix) > 253 || !isDNSSubdomain(prefix) {
+			return bad("the key's prefix must be a DNS subdomain of at most 253 characters", "use a prefix such as topology.example.com/")
+		}
+		for _, reserved := range []string{"kubernetes.io", "k8s.io"} {
+			if prefix == reserved || strings.HasSuffix(prefix, "."+reserved) {
+				return bad("keys under "+reserved+"/ cannot be set by the kubelet (NodeRestriction admission)",
+					"use your driver's own prefix, e.g. topology.<driver-name>/zone")
+			}
+		}
+	}
+	if !isLabelName(name) {
+		return bad("the key's name must be 1-63 characters, alphanumeric at both ends, with '-', '_', '.' between",
+			"e.g. zone")
+	}
+	if value != "" && !isLabelName(value) {
+		return bad("the value must be at most 63 characters, alphanumeric at both ends, with '-', '_', '.' between",
+			"e.g. zone-a")
+	}
+	return nil
+}
+
+// isLabelName reports whether s is a valid label name or non-empty value.
+func isLabelName(s string) bool {
+	if s == "" || len(s) > 63 || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// isDNSSubdomain reports whether s is a lower-case DNS-1123 subdomain.
+func isDNSSubdomain(s string) bool {
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !isLowerAlnum(c) && c != '-' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool      { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
