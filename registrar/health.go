@@ -41,6 +41,8 @@ func (r *Registrar) serveHealthz(w http.ResponseWriter, req *http.Request) {
 	case r.ping <- reply:
 		<-reply
 		fmt.Fprintf(w, "ok: %s\n", r.Status())
+	case <-r.exited:
+		http.Error(w, "control loop has ended", http.StatusServiceUnavailable)
 	case <-ctx.Done():
 		http.Error(w, "control loop not responding", http.StatusServiceUnavailable)
 	}

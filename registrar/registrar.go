@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -77,7 +78,12 @@ type Registrar struct {
 	status     statusBox
 	metrics    *metrics
 	ping       chan chan struct{} // liveness: the control loop closes what it receives
+	exited     chan struct{}      // closed when Run returns
 	driver     *driverClient      // set by Run before any HTTP request can reach it
+
+	// driverChecks counts how often the driver wait looked at the socket:
+	// once at start and once per file event or retry, never on a clock.
+	driverChecks atomic.Int64
 }
 
 // New checks opts and returns a Registrar. A *ValidationError means the
@@ -130,6 +136,7 @@ func New(opts Options) (*Registrar, error) {
 		driverPath: filepath.Clean(path),
 		metrics:    newMetrics(),
 		ping:       make(chan chan struct{}),
+		exited:     make(chan struct{}),
 	}, nil
 }
 
@@ -152,6 +159,7 @@ func (r *Registrar) setStage(s Stage, detail string) {
 // driver reports an invalid name, and other errors when the driver cannot be
 // reached within ConnectionTimeout or a directory cannot be watched.
 func (r *Registrar) Run(ctx context.Context) error {
+	defer close(r.exited)
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("start file watcher: %w", err)
@@ -217,6 +225,7 @@ func (r *Registrar) waitForDriver(ctx context.Context, watcher *fsnotify.Watcher
 	defer retryAt.stop()
 	lastErr := errors.New("socket does not exist yet")
 	for {
+		r.driverChecks.Add(1)
 		st, err := os.Stat(r.driverPath)
 		switch {
 		case err == nil && st.Mode().Type() == fs.ModeSocket:

@@ -1,0 +1,252 @@
+package registrar_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/stubdriver"
+)
+
+// patience is how long a test waits for an outcome. Generous on purpose:
+// tests assert what happens, benchmarks measure how fast.
+const patience = 10 * time.Second
+
+// shortDir makes a temporary directory with a short path (unix socket paths
+// are limited to 107 bytes; t.TempDir() paths can be longer).
+func shortDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// env is one test's directories: the driver's socket dir and the kubelet's
+// plugins_registry.
+type env struct {
+	driverSock string
+	regDir     string
+}
+
+func newEnv(t *testing.T) env {
+	d := shortDir(t)
+	e := env{driverSock: filepath.Join(d, "csi", "csi.sock"), regDir: filepath.Join(d, "reg")}
+	for _, p := range []string{filepath.Dir(e.driverSock), e.regDir} {
+		if err := os.MkdirAll(p, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e env) regSock(name string) string { return filepath.Join(e.regDir, name+"-reg.sock") }
+
+// logBuffer collects log output for assertions.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func testLogger(t *testing.T, extra io.Writer) *slog.Logger {
+	w := io.Writer(tWriter{t})
+	if extra != nil {
+		w = io.MultiWriter(w, extra)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// running is a background Run whose result the test can wait for.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    *error        // Run's result, valid after done
+}
+
+// stop cancels Run and returns its result.
+func (r running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+		return *r.err
+	case <-time.After(patience):
+		t.Fatal("Run did not return after cancel")
+		return nil
+	}
+}
+
+func start(t *testing.T, run func(context.Context) error) running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := running{cancel: cancel, done: make(chan struct{}), err: new(error)}
+	go func() { *r.err = run(ctx); close(r.done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(patience):
+			t.Error("Run did not return at cleanup")
+		}
+	})
+	return r
+}
+
+// startStubDriver runs the reference driver on e.driverSock.
+func startStubDriver(t *testing.T, e env, name string) running {
+	t.Helper()
+	d, err := stubdriver.New(stubdriver.Options{Endpoint: "unix://" + e.driverSock, Name: name, NodeID: "node-1",
+		MaxVolumesPerNode: 7, Topology: map[string]string{"topology.stub.csi.example.com/zone": "zone-a"},
+		Logger: testLogger(t, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start(t, d.Run)
+}
+
+// startRegistrar creates and runs a registrar for e with opts adjusted.
+func startRegistrar(t *testing.T, e env, logs io.Writer, adjust func(*registrar.Options)) (*registrar.Registrar, running) {
+	t.Helper()
+	opts := registrar.Options{
+		CSIAddress:              e.driverSock,
+		KubeletRegistrationPath: e.driverSock, // this machine is the "host"
+		PluginRegistrationPath:  e.regDir,
+		Logger:                  testLogger(t, logs),
+	}
+	if adjust != nil {
+		adjust(&opts)
+	}
+	r, err := registrar.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, start(t, r.Run)
+}
+
+// eventually waits until cond holds, failing with what after patience.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", patience, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func isSocket(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().Type() == os.ModeSocket
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
+}
+
+// answers reports whether a unix socket accepts connections.
+func answers(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// get serves one request to the registrar's HTTP handler.
+func get(r *registrar.Registrar, path string) (int, string) {
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+// namedDriver is a real CSI Identity+Node server that reports whatever name
+// the test sets, including names the real driver would refuse to report.
+type namedDriver struct {
+	csi.UnimplementedIdentityServer
+	csi.UnimplementedNodeServer
+	mu       sync.Mutex
+	name     string
+	notReady bool
+}
+
+func (d *namedDriver) setReady(ok bool) { d.mu.Lock(); d.notReady = !ok; d.mu.Unlock() }
+
+func (d *namedDriver) setName(n string) { d.mu.Lock(); d.name = n; d.mu.Unlock() }
+
+func (d *namedDriver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return &csi.GetPluginInfoResponse{Name: d.name}, nil
+}
+
+func (d *namedDriver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(!d.notReady)}, nil
+}
+
+func (d *namedDriver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{NodeId: "node-1"}, nil
+}
+
+// serveNamedDriver serves d on path until the test ends or stop is called;
+// stop removes the socket like a driver exiting cleanly.
+func serveNamedDriver(t *testing.T, path string, d *namedDriver) (stop func()) {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	csi.RegisterIdentityServer(srv, d)
+	csi.RegisterNodeServer(srv, d)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { srv.Stop(); <-done; os.Remove(path) }) }
+	t.Cleanup(stop)
+	return stop
+}

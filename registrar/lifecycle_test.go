@@ -1,0 +1,283 @@
+package registrar_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
+)
+
+// Behaviour 1: the registrar started before the driver waits on file events
+// and registers once the driver's socket appears.
+func TestDriverWaitIsEventDriven(t *testing.T) {
+	e := newEnv(t)
+	r, _ := startRegistrar(t, e, nil, nil)
+	eventually(t, "waiting for driver", func() bool { return r.Status().Stage == registrar.StageWaitingForDriver })
+	// With no socket and no file event the wait must not wake up: a polling
+	// loop would have looked many times during this second.
+	time.Sleep(time.Second)
+	if n := r.DriverChecks(); n != 1 {
+		t.Fatalf("the driver wait looked at the socket %d times without any file event, want 1", n)
+	}
+	if code, body := get(r, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while waiting for the driver = %d %q, want 200", code, body)
+	}
+	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for driver") {
+		t.Errorf("/readyz while waiting for the driver = %d %q, want 503 naming the stage", code, body)
+	}
+	startStubDriver(t, e, stubName)
+	eventually(t, "registration socket after the driver appeared", func() bool { return answers(e.regSock(stubName)) })
+}
+
+// Behaviour 1: --connection-timeout ends the wait with an error naming the
+// address and the time waited.
+func TestConnectionTimeout(t *testing.T) {
+	e := newEnv(t)
+	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: "/k/csi.sock",
+		PluginRegistrationPath: e.regDir, ConnectionTimeout: 300 * time.Millisecond, Logger: testLogger(t, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), e.driverSock) || !strings.Contains(err.Error(), "waited") ||
+		!strings.Contains(err.Error(), "--connection-timeout=300ms") {
+		t.Fatalf("Run = %v, want an error naming %s, the timeout and the time waited", err, e.driverSock)
+	}
+}
+
+// An address that exists but is not a socket is an error, not a wait.
+func TestDriverAddressNotASocket(t *testing.T) {
+	e := newEnv(t)
+	os.WriteFile(e.driverSock, nil, 0o600)
+	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: "/k/csi.sock",
+		PluginRegistrationPath: e.regDir, Logger: testLogger(t, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := r.Run(ctx); err == nil || !strings.Contains(err.Error(), "not a socket") || ctx.Err() != nil {
+		t.Fatalf("Run = %v, want an immediate 'not a socket' error", err)
+	}
+}
+
+// Behaviour 1: with --driver-name the socket is created only once the driver
+// answers Probe with ready.
+func TestDriverNameWaitsForProbe(t *testing.T) {
+	e := newEnv(t)
+	d := &namedDriver{name: "ignored", notReady: true}
+	serveNamedDriver(t, e.driverSock, d)
+	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.DriverName = "given.example.com" })
+	eventually(t, "a not-ready Probe seen", func() bool {
+		return strings.Contains(r.Status().Detail, "not ready")
+	})
+	if _, err := os.Lstat(e.regSock("given.example.com")); err == nil {
+		t.Fatal("registration socket created before the driver was ready")
+	}
+	d.setReady(true)
+	eventually(t, "socket for --driver-name", func() bool { return answers(e.regSock("given.example.com")) })
+	info, err := registrartest.GetInfoSocket(context.Background(), e.regSock("given.example.com"))
+	if err != nil || info.Name != "given.example.com" {
+		t.Fatalf("GetInfo = %v, %v; want the --driver-name", info, err)
+	}
+}
+
+// Behaviour 5: a deleted registration socket is re-created.
+func TestDeletedSocketRecreated(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	r, _ := startRegistrar(t, e, nil, nil)
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	os.Remove(sock)
+	eventually(t, "socket re-created", func() bool { return answers(sock) })
+	if _, m := get(r, "/metrics"); !strings.Contains(m, `csi_registrar_socket_creations_total{reason="deleted"} 1`) {
+		t.Errorf("metrics do not count the re-creation:\n%s", m)
+	}
+	if _, err := registrartest.Register(context.Background(), sock); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "registered on the new socket", func() bool { return r.Status().Stage == registrar.StageRegistered })
+}
+
+// Behaviour 5 with rule 3: a socket replaced by another live socket is not fought over.
+func TestReplacedSocketNotFought(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.RegistrationRetryMax = 200 * time.Millisecond })
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	// Another registrar takes the path: remove + listen, as a second copy would.
+	other, err := registrar.Listen(sock)
+	if err == nil {
+		t.Fatal("Listen on a live socket succeeded, want a conflict")
+	}
+	os.Remove(sock)
+	other, err = registrar.Listen(sock)
+	if err != nil {
+		t.Skipf("the registrar re-created its socket first (%v); nothing to fight over", err)
+	}
+	defer other.Close()
+	go func() {
+		for {
+			c, err := other.Listener().Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	eventually(t, "conflict", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
+	time.Sleep(time.Second) // several backoff rounds (200 ms cap)
+	if !other.Owned() {
+		t.Fatal("the registrar replaced another process's live socket")
+	}
+}
+
+// Behaviour 6: after Notify(false) the socket is re-created with a doubling
+// backoff so that the kubelet tries again; success resets the backoff.
+func TestRejectionRecreatesSocket(t *testing.T) {
+	e := newEnv(t)
+	var logs logBuffer
+	startStubDriver(t, e, stubName)
+	r, _ := startRegistrar(t, e, &logs, nil)
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	ctx := context.Background()
+
+	reject := func(n int, wantRetry string) {
+		t.Helper()
+		if err := registrartest.NotifySocket(ctx, sock, false, "test rejection"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "retry "+wantRetry+" logged", func() bool {
+			return strings.Count(logs.String(), "kubelet rejected the registration") == n &&
+				strings.Contains(lastLine(logs.String(), "kubelet rejected the registration"), "retryIn="+wantRetry)
+		})
+		eventually(t, "socket re-created after the rejection", func() bool {
+			return r.Status().Stage == registrar.StageWaitingForKubelet && answers(sock)
+		})
+	}
+	reject(1, "1s")
+	reject(2, "2s")
+	if _, m := get(r, "/metrics"); !strings.Contains(m, `csi_registrar_socket_creations_total{reason="rejected"} 2`) {
+		t.Errorf("metrics do not count two re-creations after rejections:\n%s", m)
+	}
+	if err := registrartest.NotifySocket(ctx, sock, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
+	reject(3, "1s") // reset after success
+}
+
+func lastLine(s, containing string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], containing) {
+			return lines[i]
+		}
+	}
+	return ""
+}
+
+// Behaviour 7: no GetInfo within KubeletWait → the socket is re-created.
+func TestKubeletSilenceRecreatesSocket(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletWait = 100 * time.Millisecond })
+	eventually(t, "a re-creation for kubelet silence", func() bool {
+		_, m := get(r, "/metrics")
+		return strings.Contains(m, `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`)
+	})
+	// A GetInfo stops the clock: no further silent re-creation.
+	sock := e.regSock(stubName)
+	eventually(t, "socket", func() bool { return answers(sock) })
+	if _, err := registrartest.Register(context.Background(), sock); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
+	time.Sleep(500 * time.Millisecond)
+	if r.Status().Stage != registrar.StageRegistered {
+		t.Fatalf("stage %s after registration, want it to stay registered", r.Status())
+	}
+}
+
+// Behaviour 8: the driver comes back under another name → the old socket
+// goes, the new name is registered.
+func TestDriverRenamed(t *testing.T) {
+	e := newEnv(t)
+	d := &namedDriver{name: "one.example.com"}
+	stop := serveNamedDriver(t, e.driverSock, d)
+	r, _ := startRegistrar(t, e, nil, nil)
+	eventually(t, "socket for one", func() bool { return answers(e.regSock("one.example.com")) })
+	stop()
+	d2 := &namedDriver{name: "two.example.com"}
+	serveNamedDriver(t, e.driverSock, d2)
+	eventually(t, "socket for two", func() bool { return answers(e.regSock("two.example.com")) })
+	if _, err := os.Lstat(e.regSock("one.example.com")); err == nil {
+		t.Fatal("the old name's socket is still there")
+	}
+	if got := r.Status().DriverName; got != "two.example.com" {
+		t.Fatalf("status driver name %q", got)
+	}
+}
+
+// Behaviour 8 with rule 2: a driver that comes back with an invalid name ends
+// Run with a validation error, and the old socket is removed.
+func TestDriverRenamedInvalid(t *testing.T) {
+	e := newEnv(t)
+	d := &namedDriver{name: "one.example.com"}
+	stop := serveNamedDriver(t, e.driverSock, d)
+	_, run := startRegistrar(t, e, nil, nil)
+	eventually(t, "socket for one", func() bool { return answers(e.regSock("one.example.com")) })
+	stop()
+	serveNamedDriver(t, e.driverSock, &namedDriver{name: "../../evil"})
+	select {
+	case <-run.done:
+	case <-time.After(patience):
+		t.Fatal("Run did not end on an invalid name")
+	}
+	if err := *run.err; !registrar.IsValidationError(err) {
+		t.Fatalf("Run = %v, want a validation error", err)
+	}
+	if ents, _ := os.ReadDir(e.regDir); len(ents) != 0 {
+		t.Fatalf("registration dir not empty after a fatal error: %v", ents)
+	}
+}
+
+// Behaviour 9: /readyz follows the driver's Probe; /healthz fails once the
+// control loop is gone.
+func TestHealthFollowsDriverAndLoop(t *testing.T) {
+	e := newEnv(t)
+	d := &namedDriver{name: stubName}
+	stop := serveNamedDriver(t, e.driverSock, d)
+	r, run := startRegistrar(t, e, nil, nil)
+	sock := e.regSock(stubName)
+	eventually(t, "socket", func() bool { return answers(sock) })
+	if _, err := registrartest.Register(context.Background(), sock); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ready", func() bool { code, _ := get(r, "/readyz"); return code == http.StatusOK })
+	stop()
+	code, body := get(r, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "Probe") {
+		t.Fatalf("/readyz with the driver gone = %d %q, want 503 naming Probe", code, body)
+	}
+	if _, m := get(r, "/metrics"); !strings.Contains(m, "csi_registrar_driver_reachable 0") {
+		t.Errorf("driver_reachable not 0 with the driver gone")
+	}
+	serveNamedDriver(t, e.driverSock, d)
+	eventually(t, "ready again", func() bool { code, _ := get(r, "/readyz"); return code == http.StatusOK })
+	if code, _ := get(r, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d while running", code)
+	}
+	run.stop(t)
+	if code, _ := get(r, "/healthz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz = %d after the control loop ended, want 503", code)
+	}
+}
