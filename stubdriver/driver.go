@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -84,6 +85,9 @@ func New(opts Options) (*Driver, error) {
 			return nil, err
 		}
 	}
+	// Keep a copy: the caller's map may change after New, and the driver must
+	// serve the topology that was validated (without racing with the caller).
+	opts.Topology = maps.Clone(opts.Topology)
 	return &Driver{opts: opts, path: path, log: opts.Logger.With("driver", opts.Name, "socket", path)}, nil
 }
 

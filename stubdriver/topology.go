@@ -46,8 +46,9 @@ func validateTopology(key, value string) error {
 			return bad("the key's prefix must be a DNS subdomain of at most 253 characters", "use a prefix such as topology.example.com/")
 		}
 		for _, reserved := range []string{"kubernetes.io", "k8s.io"} {
-			if prefix == reserved || strings.HasSuffix(prefix, "."+reserved) {
-				return bad("keys under "+reserved+"/ cannot be set by the kubelet (NodeRestriction admission)",
+			if (prefix == reserved || strings.HasSuffix(prefix, "."+reserved)) && !isKubeletLabel(prefix, key) {
+				return bad("keys under "+reserved+"/ cannot be set by the kubelet (NodeRestriction admission), "+
+					"except kubelet labels such as topology.kubernetes.io/zone and keys under node.kubernetes.io/",
 					"use your driver's own prefix, e.g. topology.<driver-name>/zone")
 			}
 		}
@@ -61,6 +62,38 @@ func validateTopology(key, value string) error {
 			"e.g. zone-a")
 	}
 	return nil
+}
+
+// kubeletLabels are the keys under kubernetes.io that NodeRestriction lets a
+// kubelet set on its own Node. This mirrors IsKubeletLabel in
+// k8s.io/kubelet/pkg/apis, which is not imported because it pulls in k8s.io/api.
+var kubeletLabels = map[string]bool{
+	"kubernetes.io/hostname":                   true,
+	"topology.kubernetes.io/zone":              true,
+	"topology.kubernetes.io/region":            true,
+	"failure-domain.beta.kubernetes.io/zone":   true,
+	"failure-domain.beta.kubernetes.io/region": true,
+	"beta.kubernetes.io/instance-type":         true,
+	"node.kubernetes.io/instance-type":         true,
+	"kubernetes.io/os":                         true,
+	"kubernetes.io/arch":                       true,
+	"beta.kubernetes.io/os":                    true,
+	"beta.kubernetes.io/arch":                  true,
+}
+
+// isKubeletLabel reports whether the kubelet may set the label key (whose
+// prefix is given): a key listed above, or one under [*.]kubelet.kubernetes.io/
+// or [*.]node.kubernetes.io/.
+func isKubeletLabel(prefix, key string) bool {
+	if kubeletLabels[key] {
+		return true
+	}
+	for _, ns := range []string{"kubelet.kubernetes.io", "node.kubernetes.io"} {
+		if prefix == ns || strings.HasSuffix(prefix, "."+ns) {
+			return true
+		}
+	}
+	return false
 }
 
 // isLabelName reports whether s is a valid label name or non-empty value.

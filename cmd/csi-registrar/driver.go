@@ -34,6 +34,9 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
 				return nil
 			}
+			if err := notEmpty(c, "endpoint", "driver-name"); err != nil {
+				return err
+			}
 			log, err := newLogger(c, c.App.ErrWriter)
 			if err != nil {
 				return err

@@ -1,8 +1,24 @@
 package main
 
-import "github.com/csi-registrar/csi-registrar/registrar"
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
 
 // badFlag is the error for a flag value that breaks a rule.
 func badFlag(name, value, rule, fix string) error {
 	return &registrar.ValidationError{What: "--" + name, Value: value, Rule: rule, Fix: fix}
+}
+
+// notEmpty refuses a flag that has a default but was given an empty value
+// (e.g. --csi-address= or an empty CSI_REGISTRAR_CSI_ADDRESS): the library
+// would quietly use its default instead of what the user meant.
+func notEmpty(c *cli.Context, names ...string) error {
+	for _, name := range names {
+		if c.IsSet(name) && c.String(name) == "" {
+			return badFlag(name, "", "must not be empty", "omit it to use the default")
+		}
+	}
+	return nil
 }

@@ -95,10 +95,26 @@ func newApp(stdout, stderr io.Writer, r roles) *cli.App {
 		ErrWriter:              stderr,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: false,
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
+		OnUsageError:           onUsageError,
+		// run() reports every error and picks the exit code; without this
+		// urfave/cli would print a cli.Exit error itself and call os.Exit.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 		},
-		Commands: []*cli.Command{
+		Action: func(c *cli.Context) error {
+			switch {
+			case c.Bool("version"):
+				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
+				return nil
+			case c.Args().First() == "help":
+				return cli.ShowAppHelp(c)
+			case c.Args().Present():
+				return usageError{fmt.Errorf("unknown command %q; the commands are register, driver, probe and version", c.Args().First())}
+			}
+			return cli.ShowAppHelp(c)
+		},
+		Commands: withUsageErrors([]*cli.Command{
 			registerCommand(r.register),
 			driverCommand(r.driver),
 			probeCommand(),
@@ -110,8 +126,31 @@ func newApp(stdout, stderr io.Writer, r roles) *cli.App {
 					return nil
 				},
 			},
-		},
+		}),
 	}
+}
+
+// onUsageError turns a command line that does not parse into a usageError
+// (exit code 2), for the app and for every command.
+func onUsageError(_ *cli.Context, err error, _ bool) error {
+	return usageError{err}
+}
+
+// withUsageErrors makes every command fail with a usageError on a flag that
+// does not parse or on a stray argument: flags after a stray argument would
+// otherwise be ignored without a word.
+func withUsageErrors(cmds []*cli.Command) []*cli.Command {
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+		c.Before = func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageError{fmt.Errorf("unexpected argument %q: %s takes flags only, and flags after it would be ignored",
+					c.Args().First(), c.Command.Name)}
+			}
+			return nil
+		}
+	}
+	return cmds
 }
 
 // usageError is a command line that does not parse.

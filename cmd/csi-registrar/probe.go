@@ -20,6 +20,9 @@ func probeCommand() *cli.Command {
 				Usage: "how long to wait for the answer"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := notEmpty(c, "csi-address"); err != nil {
+				return err
+			}
 			addr := c.String("csi-address")
 			if err := registrar.ProbeDriver(c.Context, addr, c.Duration("timeout")); err != nil {
 				if registrar.IsValidationError(err) {

@@ -73,6 +73,9 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
 				return nil
 			}
+			if err := notEmpty(c, "csi-address", "plugin-registration-path"); err != nil {
+				return err
+			}
 			log, err := newLogger(c, c.App.ErrWriter)
 			if err != nil {
 				return err
@@ -95,10 +98,12 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 				"vmodule":             "verbosity is global",
 				"log-flush-frequency": "logs are written unbuffered",
 			})
-			log.Info("starting csi-registrar register", "version", version, "kubeletRegistrationPath", opts.KubeletRegistrationPath,
-				"pluginRegistrationPath", opts.PluginRegistrationPath)
+			// Catch stop signals before announcing the start: a signal that
+			// arrives after the line below always ends in a clean exit.
 			ctx, stop := signalContext(c.Context, log)
 			defer stop()
+			log.Info("starting csi-registrar register", "version", version, "kubeletRegistrationPath", opts.KubeletRegistrationPath,
+				"pluginRegistrationPath", opts.PluginRegistrationPath)
 			return run(ctx, opts)
 		},
 	}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Regenerate go.mod/go.sum/tools.go of this nested build module for a Kubernetes release.
+#   ./gen-gomod.sh v1.34.5
+# k8s.io/kubernetes is not meant to be imported: its go.mod replaces the k8s.io/*
+# staging modules with ./staging paths. We mirror those replaces with the published
+# v0.X.Y staging modules so the binaries build from the Go module proxy alone.
+# Only this folder's go.mod changes; the project's root go.mod never sees Kubernetes.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+K8S="${1:?usage: $0 v1.34.x}"
+[[ "$K8S" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "bad version: $K8S" >&2; exit 1; }
+STAGING="v0.${K8S#v1.}"
+MOD=github.com/csi-registrar/csi-registrar/kind/localnode/k8sbuild
+
+# Download outside any module so a half-written go.mod here cannot interfere.
+json=$(cd / && { GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S" || true; })
+dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$json")
+if [[ ! -f "$dir/go.mod" ]]; then
+  echo "cannot download k8s.io/kubernetes@$K8S:" >&2
+  sed -n 's/^[[:space:]]*"Error": //p' <<<"$json" >&2
+  exit 1
+fi
+
+goline=$(grep -m1 '^go ' "$dir/go.mod")
+godebug=$(grep '^godebug ' "$dir/go.mod" || true)
+
+{
+  echo "// Nested module that builds Kubernetes binaries; regenerate with ./gen-gomod.sh."
+  echo "module $MOD"
+  echo
+  echo "$goline"
+  [[ -n "$godebug" ]] && printf '\n%s\n' "$godebug"
+  echo
+  echo "require k8s.io/kubernetes $K8S"
+  echo
+  echo "replace ("
+  sed -n '/^replace (/,/^)/p' "$dir/go.mod" | awk -v v="$STAGING" '$3 ~ /^\.\/staging\// {print "\t" $1 " => " $1 " " v}'
+  echo ")"
+} > go.mod
+
+cat > tools.go <<'EOT'
+//go:build tools
+
+// Package k8sbuild only pins the Kubernetes commands this module builds.
+package k8sbuild
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
+EOT
+
+rm -f go.sum
+go mod tidy
+echo "k8sbuild: go.mod now requires k8s.io/kubernetes $K8S"

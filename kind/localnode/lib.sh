@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Helpers shared by up.sh, down.sh and build.sh. Source it after env.sh.
+# shellcheck disable=SC2034  # variables are used by the scripts that source this file
+
+K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+RUN_DIR="$LOCALNODE_CACHE/run"     # pid files
+LOG_DIR="$LOCALNODE_CACHE/logs"
+PKI_DIR="$LOCALNODE_CACHE/pki"
+ETC_DIR="$LOCALNODE_CACHE/etc"
+DATA_DIR="$LOCALNODE_CACHE/data"   # etcd, containerd root: wiped by down.sh --purge
+STATE_DIR="$LOCALNODE_CACHE/state" # what up.sh changed on the host, so down.sh can undo it
+IMAGES_DIR="$LOCALNODE_CACHE/images"
+MANIFESTS_DIR="$LOCALNODE_CACHE/manifests" # kubelet staticPodPath
+CNI_NET=csi-registrar-localnode
+CNI_BRIDGE=cni0
+KUBELET_ROOT=/var/lib/kubelet
+PAUSE_IMAGE=localhost/csi-registrar/pause:local
+APISERVER=https://127.0.0.1:6443
+# Sysctls the kubelet (kernel tunables) and the bridge CNI plugin (ip_forward) change.
+HOST_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+  kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
+
+# The clock starts with the outermost script (up.sh exports it to the down.sh it runs).
+_T0=${LOCALNODE_T0:-$EPOCHREALTIME}
+# step MESSAGE: progress line with the time elapsed since the script started.
+step() {
+  local now=${EPOCHREALTIME}
+  printf '[%7.1fs] %s\n' "$(awk -v a="$_T0" -v b="$now" 'BEGIN{print b-a}')" "$*"
+}
+elapsed() { awk -v a="$_T0" -v b="${EPOCHREALTIME}" 'BEGIN{printf "%.1f", b-a}'; }
+die() { echo "ERROR: $*" >&2; exit 1; }
+
+# The absolute path a component is started from; pid files are checked against it.
+bin_path() {
+  case "$1" in
+    etcd) command -v etcd || echo /usr/bin/etcd ;;
+    containerd) command -v containerd || echo /usr/bin/containerd ;;
+    *) echo "$LOCALNODE_BIN/$1" ;;
+  esac
+}
+
+# pid_of NAME [RUN_DIR]: prints the PID from the pid file if that process is alive and
+# really is the expected binary (argv[0] of /proc/PID/cmdline), guarding against PID reuse.
+pid_of() {
+  local name=$1 dir=${2:-$RUN_DIR} pid argv0
+  [[ -s "$dir/$name.pid" ]] || return 1
+  pid=$(<"$dir/$name.pid")
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1) || return 1
+  proc_running "$pid" || return 1
+  [[ "$argv0" == "$(bin_path "$name")" ]] || return 1
+  echo "$pid"
+}
+alive() { pid_of "$1" >/dev/null; }
+# proc_running PID: the process exists and is not a zombie (a killed daemon can linger
+# as a zombie until its parent, often long gone, is reaped by init).
+proc_running() {
+  local st
+  st=$(awk '/^State:/{print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  [[ -n "$st" && "$st" != Z ]]
+}
+
+# start_daemon NAME ARGS...: start a component in its own session, log to LOG_DIR,
+# record its PID in RUN_DIR.
+start_daemon() {
+  local name=$1 bin; shift
+  bin=$(bin_path "$name")
+  [[ -x "$bin" ]] || die "$name: $bin not found"
+  mkdir -p "$RUN_DIR" "$LOG_DIR"
+  [[ -f "$LOG_DIR/$name.log" ]] && mv -f "$LOG_DIR/$name.log" "$LOG_DIR/$name.log.1"
+  # setsid: not in our process group, so ^C on make does not kill the node.
+  # (The script has no job control, so setsid execs in place and $! is the daemon.)
+  setsid "$bin" "$@" </dev/null >"$LOG_DIR/$name.log" 2>&1 &
+  echo $! >"$RUN_DIR/$name.pid"
+}
+
+# stop_daemon NAME [RUN_DIR] [TIMEOUT_S]: SIGTERM, then SIGKILL after the timeout.
+stop_daemon() {
+  local name=$1 dir=${2:-$RUN_DIR} timeout=${3:-20} pid i
+  if pid=$(pid_of "$name" "$dir"); then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < timeout * 10; i++)); do
+      proc_running "$pid" || break
+      sleep 0.1
+    done
+    if pid_of "$name" "$dir" >/dev/null; then
+      echo "  $name ($pid) ignored SIGTERM for ${timeout}s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    echo "  stopped $name (pid $pid)"
+  elif [[ -e "$dir/$name.pid" ]]; then
+    echo "  $name: stale pid file, process gone"
+  fi
+  rm -f "$dir/$name.pid"
+}
+
+# wait_for SECONDS COMMAND...: poll every 0.2 s until COMMAND succeeds.
+wait_for() {
+  local secs=$1 i; shift
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# wait_daemon NAME SECONDS COMMAND...: like wait_for, but fails fast (with the end of
+# the log) when the daemon exits, and on timeout.
+wait_daemon() {
+  local name=$1 secs=$2 i; shift 2
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    if ! alive "$name"; then
+      tail -n 15 "$LOG_DIR/$name.log" >&2 || true
+      die "$name exited (log: $LOG_DIR/$name.log)"
+    fi
+    sleep 0.2
+  done
+  tail -n 15 "$LOG_DIR/$name.log" >&2 || true
+  die "$name not ready after ${secs}s (log: $LOG_DIR/$name.log)"
+}
+
+k() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+c() { ctr --address "$CONTAINERD_ADDRESS" --namespace k8s.io "$@"; }
+
+etcd_ok() { curl -sf --max-time 2 http://127.0.0.1:2379/health | grep -q '"health":"true"'; }
+containerd_ok() { c version; }
+apiserver_ok() { curl -sf --max-time 2 --cacert "$PKI_DIR/ca.crt" "$APISERVER/readyz"; }
+kcm_ok() { curl -skf --max-time 2 https://127.0.0.1:10257/healthz; }
+scheduler_ok() { curl -skf --max-time 2 https://127.0.0.1:10259/healthz; }
+kubelet_ok() { curl -sf --max-time 2 http://127.0.0.1:10248/healthz; }
+# node_ready [SINCE]: the node's Ready condition is True, and (with SINCE, an RFC 3339
+# UTC time) was reported at or after SINCE, not left over in etcd from an earlier run.
+node_ready() {
+  local out
+  out=$(k get node "$NODE_NAME" \
+    -o 'jsonpath={range .status.conditions[?(@.type=="Ready")]}{.status} {.lastHeartbeatTime}{end}') || return 1
+  [[ "${out%% *}" == True ]] || return 1
+  [[ -z "${1:-}" || ! "${out#* }" < "$1" ]]
+}
+
+COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
+
+# build_is_current: the five binaries exist and were built from the pinned k8sbuild/go.mod.
+build_stamp() {
+  echo "$K8S_VERSION $(cat "$LOCALNODE_SRC/k8sbuild/go.mod" "$LOCALNODE_SRC/k8sbuild/go.sum" | sha256sum | cut -c1-16)"
+}
+build_is_current() {
+  local b
+  for b in "${K8S_BINS[@]}"; do [[ -x "$LOCALNODE_BIN/$b" ]] || return 1; done
+  [[ -f "$LOCALNODE_BIN/.stamp" && "$(<"$LOCALNODE_BIN/.stamp")" == "$(build_stamp)" ]] || return 1
+  [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]]
+}
+
+# Mounts the kubelet made: pod volumes below its root dir, and the root dir itself (the
+# kubelet bind-mounts it onto itself to make it shared) unless it was a mount point
+# before up.sh started the kubelet.
+kubelet_mounts() {
+  if [[ -f "$STATE_DIR/kubelet-root-not-mounted-before" ]]; then
+    mounts_under "$KUBELET_ROOT"
+  else
+    mounts_under "$KUBELET_ROOT" | grep -vx "$KUBELET_ROOT" || true
+  fi
+}
+
+# Mount points at or below a directory (deepest first), from /proc/self/mountinfo.
+mounts_under() {
+  local d
+  for d in "$@"; do
+    awk -v d="$d" '{ m = $5; gsub(/\\040/, " ", m); if (m == d || index(m, d "/") == 1) print m }' /proc/self/mountinfo
+  done | sort -r -u
+}
