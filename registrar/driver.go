@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -86,6 +87,10 @@ func ProbeDriver(ctx context.Context, address string, timeout time.Duration) err
 	path, err := ParseEndpoint(address)
 	if err != nil {
 		return err
+	}
+	// Without a socket there is nothing to wait for.
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("Probe on %s: %w", path, err)
 	}
 	conn, err := dialUnix(path)
 	if err != nil {

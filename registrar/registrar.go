@@ -119,6 +119,10 @@ func New(opts Options) (*Registrar, error) {
 	}
 	path, err := ParseEndpoint(opts.CSIAddress)
 	if err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			ve.What = "--csi-address"
+		}
 		return nil, err
 	}
 	if err := ValidateKubeletRegistrationPath(opts.KubeletRegistrationPath); err != nil {
@@ -232,7 +236,7 @@ func (r *Registrar) waitForDriver(ctx context.Context, watcher *fsnotify.Watcher
 			name, err := r.identify(ctx, drv)
 			if err == nil {
 				r.metrics.setReachable(true)
-				r.log.Info("driver answered", "driver", name, "waited", time.Since(start).Round(time.Millisecond))
+				r.log.Info("driver answered", "driver", name, "socket", r.driverPath, "outcome", "answered", "waited", time.Since(start).Round(time.Millisecond))
 				return name, nil
 			}
 			if !retryable(err) {

@@ -52,7 +52,23 @@ func (e *ConflictError) Error() string {
 type Socket struct {
 	path     string
 	listener *net.UnixListener
+	id       fileID
+}
+
+// fileID tells one file from another at the same path. Inode numbers are
+// reused at once on some file systems, so the change time (set when the
+// socket is created and chmod-ed) is part of the identity.
+type fileID struct {
 	dev, ino uint64
+	ctime    syscall.Timespec
+}
+
+func idOf(st fs.FileInfo) (fileID, bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{dev: uint64(sys.Dev), ino: sys.Ino, ctime: sys.Ctim}, true
 }
 
 // staleDialTimeout bounds the connection attempt that tells a stale socket
@@ -74,16 +90,16 @@ func Listen(path string) (*Socket, error) {
 	// then; Close below removes it only if it still is our socket.
 	ln.SetUnlinkOnClose(false)
 	s := &Socket{path: path, listener: ln}
-	st, err := os.Lstat(path)
+	err = os.Chmod(path, 0o600)
 	if err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			s.dev, s.ino = uint64(sys.Dev), sys.Ino
+		var st fs.FileInfo
+		if st, err = os.Lstat(path); err == nil {
+			s.id, _ = idOf(st)
 		}
-		err = os.Chmod(path, 0o600)
 	}
 	if err != nil {
 		ln.Close()
-		s.removeIfOwned()
+		os.Remove(path) // just created by us; nobody can have replaced it usefully yet
 		return nil, fmt.Errorf("set up socket %s: %w", path, err)
 	}
 	return s, nil
@@ -98,11 +114,11 @@ func (s *Socket) Listener() net.Listener { return s.listener }
 // Owned reports whether the path still is the socket this Socket created.
 func (s *Socket) Owned() bool {
 	st, err := os.Lstat(s.path)
-	if err != nil {
+	if err != nil || st.Mode().Type() != fs.ModeSocket {
 		return false
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	return ok && st.Mode().Type() == fs.ModeSocket && uint64(sys.Dev) == s.dev && sys.Ino == s.ino
+	id, ok := idOf(st)
+	return ok && id == s.id
 }
 
 // Close stops listening and removes the socket file if it still is ours.
@@ -138,6 +154,9 @@ func removeStale(path string) error {
 		conn.Close()
 		return &ConflictError{Path: path, Reason: "another live process serves it (is a second copy running?)"}
 	}
+	// A socket that refuses is stale. (A competitor that has bound but not
+	// yet called listen also refuses; that window is a few instructions long,
+	// and the kubelet could not have used that socket either.)
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return &ConflictError{Path: path, Reason: fmt.Sprintf("cannot tell whether it is stale: %v", err)}
 	}

@@ -13,6 +13,7 @@ package stubdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -68,6 +69,10 @@ func New(opts Options) (*Driver, error) {
 	}
 	path, err := registrar.ParseEndpoint(opts.Endpoint)
 	if err != nil {
+		var ve *registrar.ValidationError
+		if errors.As(err, &ve) {
+			ve.What = "--endpoint"
+		}
 		return nil, err
 	}
 	if err := registrar.ValidateDriverName(opts.Name); err != nil {
@@ -127,9 +132,9 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	gracefulStop(srv, 5*time.Second)
 	if sock.Close() {
-		d.log.Info("CSI driver stopped", "outcome", "socket removed")
+		d.log.Info("CSI driver stopped; socket removed", "outcome", "removed")
 	} else {
-		d.log.Info("CSI driver stopped", "outcome", "socket path no longer ours, left in place")
+		d.log.Info("CSI driver stopped; the file at the socket path is not ours, left in place", "outcome", "kept")
 	}
 	return err
 }

@@ -298,7 +298,7 @@ func TestExecRegisterAndSignals(t *testing.T) {
 				t.Errorf("driver exit code after %v: %d, want 0", tc.sig, code)
 			}
 			assertGone(t, f.driverSock)
-			f.driver.waitLog(t, 1, "CSI driver stopped", "driver="+testDriver, "socket="+f.driverSock, `outcome="socket removed"`)
+			f.driver.waitLog(t, 1, "CSI driver stopped", "driver="+testDriver, "socket="+f.driverSock, "outcome=removed")
 		})
 	}
 }
