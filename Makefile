@@ -28,6 +28,7 @@ test: ## vet, gofmt, unit + integration tests, csi-sanity, fuzz seed corpora
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -count=1 ./...
+	$(GO) test -race -count=1 ./registrar/...   # the concurrent part: control loop, gRPC and HTTP handlers
 
 test-fuzz: ## run the fuzz targets for a while (FUZZTIME=30s each)
 	$(GO) test ./registrar -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)
