@@ -5,8 +5,10 @@ SHELL        := /bin/bash
 GO           ?= go
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS      := -s -w -X main.version=$(VERSION)
-# grpcnotrace drops golang.org/x/net/trace (and html/template) from the binary.
-GOBUILD      := CGO_ENABLED=0 $(GO) build -trimpath -tags grpcnotrace -ldflags "$(LDFLAGS)"
+# grpcnotrace drops golang.org/x/net/trace (and html/template) from the binary;
+# urfave_cli_no_docs drops urfave/cli's man/markdown generator (blackfriday, md2man:
+# 262 KB and 0.3 ms of init), urfave_cli_no_suggest its unused "did you mean".
+GOBUILD      := CGO_ENABLED=0 $(GO) build -trimpath -tags grpcnotrace,urfave_cli_no_docs,urfave_cli_no_suggest -ldflags "$(LDFLAGS)"
 IMAGE        ?= csi-registrar:dev
 IMAGE_TAR    ?= bin/image.tar
 # Where buildah keeps its images when there is no Docker engine.
@@ -56,8 +58,61 @@ image: bin/rootfs ## container image $(IMAGE) (docker if an engine answers, else
 	fi
 	@echo "image $(IMAGE): $$(stat -c %s $(IMAGE_TAR)) bytes in $(IMAGE_TAR)"
 
+# The workload of manifests/examples/: a static program FROM scratch, built
+# and saved like $(IMAGE) (docker if an engine answers, else $(BUILDAH)).
+EXAMPLE_IMAGE     ?= csi-registrar-example:dev
+EXAMPLE_IMAGE_TAR ?= bin/example-image.tar
+.PHONY: example-image
+example-image: ## example workload image $(EXAMPLE_IMAGE) (manifests/examples/) and $(EXAMPLE_IMAGE_TAR)
+	rm -rf bin/example-rootfs && mkdir -p bin/example-rootfs $(BUILDAH_ROOT)
+	$(GOBUILD) -o bin/example-rootfs/writer ./manifests/examples/writer
+	BUILDAH="$(BUILDAH)" bash manifests/examples/writer/build-image.sh $(EXAMPLE_IMAGE) $(EXAMPLE_IMAGE_TAR) bin/example-rootfs
+# The e2e suite's template cases (kind/e2e/template_test.go) run the example pod.
+e2e e2e-kind: example-image
+
 clean: ## remove bin/
 	rm -rf bin
+
+# ---- bench: the figures of README "Performance" ------------------------------
+# One table: figure, runs, min / median / max, goal, verdict and, with
+# UPSTREAM_REGISTRAR=/path/to/csi-node-driver-registrar, upstream measured in the
+# same run (alternating) and the ratio ours/upstream; also $(BENCH_DIR)/results.md.
+# Figures 7–8 use the local node (root): the whole run holds the node's lock, so
+# that no e2e suite competes for the 2 cores while timings are taken; the node is
+# brought up for 7–8, and down again if it was down. BENCH_KUBELET=0 skips them
+# (and the lock). BENCH_RUNS (10), BENCH_IDLE (60s), BENCH_INSTANCES (10) are passed on.
+BENCH_DIR      ?= bin/bench
+BENCH_KUBELET  ?= 1
+LOCALNODE_LOCK ?= /tmp/csi-registrar-localnode.lock
+BENCH_ENV       = BENCH_BINARY=$(CURDIR)/bin/csi-registrar BENCH_RESULTS=$(CURDIR)/$(BENCH_DIR)/results.tsv
+# Not written as $(MAKE) in the recipe: make -n would run such a line, i.e. the bench.
+BENCH_SUBMAKE   = $(MAKE) --no-print-directory
+
+.PHONY: bench
+bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... adds upstream's column; ~15 min)
+	@if [ "$(BENCH_KUBELET)" = 1 ] && [ -z "$${BENCH_LOCKED:-}" ]; then \
+	  echo "waiting for $(LOCALNODE_LOCK)"; exec env BENCH_LOCKED=1 flock $(LOCALNODE_LOCK) $(BENCH_SUBMAKE) bench; fi; \
+	start=$$(date +%s); rc=0; mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.tsv; \
+	img=; if $(BENCH_SUBMAKE) image > $(BENCH_DIR)/image.log 2>&1; then img=$(CURDIR)/$(IMAGE_TAR); \
+	  else echo "make image failed (see $(BENCH_DIR)/image.log): figure 5c is n/a"; fi; \
+	echo "figures 1–6, 9: processes (log: $(BENCH_DIR)/process.log)"; \
+	$(BENCH_ENV) BENCH_IMAGE=$$img $(GO) test -tags bench -count=1 -timeout 60m -run '^TestBench' -v ./cmd/csi-registrar \
+	  > $(BENCH_DIR)/process.log 2>&1 || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: [^f]' $(BENCH_DIR)/process.log | tail -20; }; \
+	if [ "$(BENCH_KUBELET)" = 1 ]; then \
+	  echo "figures 7–8: the local node's kubelet (log: $(BENCH_DIR)/kubelet.log)"; \
+	  was_up=0; bash kind/localnode/up.sh > $(BENCH_DIR)/localnode.log 2>&1 || { rc=1; tail -20 $(BENCH_DIR)/localnode.log; }; \
+	  if grep -q "is already up" $(BENCH_DIR)/localnode.log; then was_up=1; fi; \
+	  $(BENCH_ENV) $(GO) test -tags bench -count=1 -timeout 60m -run '^TestBenchKubelet' -v ./kind/e2e > $(BENCH_DIR)/kubelet.log 2>&1 \
+	    || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: [^f]' $(BENCH_DIR)/kubelet.log | tail -20; }; \
+	  if [ $$was_up = 0 ]; then bash kind/localnode/down.sh >> $(BENCH_DIR)/localnode.log 2>&1 || rc=1; fi; \
+	fi; \
+	{ printf 'figure\twhat\truns\tours: min / median / max\tgoal\tverdict\tupstream: min / median / max\tours/upstream\n'; \
+	  sort -t$$'\t' -k1,1V $(BENCH_DIR)/results.tsv; } > $(BENCH_DIR)/table.tsv; \
+	awk -F'\t' '{ line = "|"; for (i = 1; i <= NF; i++) line = line " " $$i " |"; print line; \
+	  if (NR == 1) { line = "|"; for (i = 1; i <= NF; i++) line = line "---|"; print line } }' $(BENCH_DIR)/table.tsv > $(BENCH_DIR)/results.md; \
+	echo; column -t -s $$'\t' $(BENCH_DIR)/table.tsv; echo; \
+	echo "make bench: $$(( $$(date +%s) - start )) s on $$(nproc) cores ($$(uname -r)); upstream: $${UPSTREAM_REGISTRAR:-not measured}"; \
+	exit $$rc
 
 -include kind/localnode/localnode.mk
 -include kind/kind.mk

@@ -1,14 +1,21 @@
-// Package stubdriver is a minimal CSI node driver: the Identity service and
-// the Node service's NodeGetInfo, plus what every correct node-only driver must
-// answer. It exists so that the kubelet's registration path can be run end to
-// end, and as the template a new driver starts from:
+// Package stubdriver is a minimal CSI node driver that does one real thing:
+// it serves CSI ephemeral (inline) volumes, each a directory under a state
+// directory bind-mounted into the pod. It answers everything the kubelet and
+// csi-sanity ask of a node-only driver, can register itself with the kubelet
+// in the same process (Options.Register), and is the template a new driver
+// starts from (see GUIDE.md next to this file):
 //
 //   - driver.go          options, validation, serving the CSI socket
+//   - registration.go    optional in-process registration with the kubelet
 //   - identityserver.go  GetPluginInfo, GetPluginCapabilities, Probe
-//   - nodeserver.go      NodeGetInfo, NodeGetCapabilities, publish argument checks
+//   - nodeserver.go      NodeGetInfo, NodeGetCapabilities, NodePublishVolume, NodeUnpublishVolume
+//   - volumes.go         the ephemeral volumes: directories, publish, unpublish
+//   - mounter.go         bind mounts (k8s.io/mount-utils, mount(2) without a mount binary)
+//   - topology.go        --topology parsing and the kubelet's label rules
 //
-// To start a driver of your own, copy the package, rename DefaultName, and
-// replace the Node methods that do the real work.
+// k8s.io/mount-utils logs through k8s.io/klog/v2. A program that wants one log
+// format routes klog into its slog logger once, in main (klog.SetSlogLogger);
+// this package never touches klog's global settings.
 package stubdriver
 
 import (
@@ -17,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,7 +56,25 @@ type Options struct {
 	// Topology is the node's accessible topology (label key → value). When it
 	// is not empty the driver advertises VOLUME_ACCESSIBILITY_CONSTRAINTS.
 	Topology map[string]string
-	// Logger receives one line per served socket event. Default slog.Default().
+	// StateDir is the directory holding one directory per ephemeral volume.
+	// Run creates it if needed and sets its mode to 0750: the volumes' own
+	// directories are world-writable, as emptyDir volumes are, and must be
+	// reachable through their pods only. It must be absolute. Empty means no
+	// volumes: NodePublishVolume answers FAILED_PRECONDITION.
+	//
+	// In a pod it is a hostPath: the data must outlive a restart of the
+	// driver's container, and the bind mounts made from it must be visible to
+	// the kubelet (see manifests/base/daemonset.yaml).
+	StateDir string
+	// Register, when not nil, makes Run also register the driver with the
+	// kubelet, in this process, as the `csi-registrar register` sidecar does:
+	// Run serves the CSI socket first, then runs a registrar.Registrar with
+	// these options, and stops it before it stops serving. CSIAddress and
+	// DriverName are the driver's own (Endpoint and Name) and must be left
+	// empty; Logger defaults to the driver's.
+	Register *registrar.Options
+	// Logger receives one line per served socket event and per published
+	// volume. Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -57,6 +83,7 @@ type Driver struct {
 	opts Options
 	log  *slog.Logger
 	path string
+	vols *volumes // nil without Options.StateDir
 }
 
 // New checks opts and returns a Driver. Errors are *registrar.ValidationError.
@@ -93,7 +120,24 @@ func New(opts Options) (*Driver, error) {
 	// Keep a copy: the caller's map may change after New, and the driver must
 	// serve the topology that was validated (without racing with the caller).
 	opts.Topology = maps.Clone(opts.Topology)
-	return &Driver{opts: opts, path: path, log: opts.Logger.With("driver", opts.Name, "socket", path)}, nil
+	d := &Driver{opts: opts, path: path, log: opts.Logger.With("driver", opts.Name, "socket", path)}
+	if opts.StateDir != "" {
+		if !filepath.IsAbs(opts.StateDir) {
+			return nil, &registrar.ValidationError{What: "--state-dir", Value: opts.StateDir,
+				Rule: "must be an absolute path", Fix: "e.g. --state-dir=/var/lib/csi-registrar/" + opts.Name}
+		}
+		d.vols = newVolumes(filepath.Clean(opts.StateDir), d.log)
+	}
+	if opts.Register != nil {
+		ro, err := d.registrarOptions()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := registrar.New(ro); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 func validateNodeID(id string) error {
@@ -111,25 +155,46 @@ func validateNodeID(id string) error {
 // Run serves the CSI socket until ctx ends, then stops gracefully and removes
 // the socket. A stale socket at the path is replaced; a live one, or a file
 // that is not a socket, is an error and is left alone.
+//
+// With Options.Register, Run registers the driver with the kubelet once the
+// CSI socket is listening, and on the way out removes the registration
+// socket before the CSI socket: the kubelet never sees a registered driver
+// that does not answer. If the registrar fails (e.g. it cannot watch its
+// directory), Run stops serving and returns the registrar's error.
 func (d *Driver) Run(ctx context.Context) error {
+	if d.vols != nil {
+		if err := d.vols.init(); err != nil {
+			return err
+		}
+	}
 	sock, err := registrar.Listen(d.path)
 	if err != nil {
 		return err
 	}
 	srv := grpc.NewServer()
 	csi.RegisterIdentityServer(srv, &identityServer{opts: &d.opts})
-	csi.RegisterNodeServer(srv, &nodeServer{opts: &d.opts})
+	csi.RegisterNodeServer(srv, &nodeServer{opts: &d.opts, vols: d.vols})
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sock.Listener()) }()
-	d.log.Info("CSI driver serving", "nodeID", d.opts.NodeID, "outcome", "serving")
+	d.log.Info("CSI driver serving", "nodeID", d.opts.NodeID, "stateDir", d.opts.StateDir, "outcome", "serving")
 
-	select {
-	case <-ctx.Done():
-		err = nil
-	case err = <-served:
-		err = fmt.Errorf("serve %s: %w", d.path, err)
+	// The registrar starts only now that the socket listens: its first
+	// GetPluginInfo or Probe is answered at once.
+	reg, err := d.startRegistration(ctx)
+	if err == nil {
+		select {
+		case <-ctx.Done():
+		case err = <-served:
+			err = fmt.Errorf("serve %s: %w", d.path, err)
+		case err = <-reg.done:
+			reg.done = nil // consumed
+			if err != nil {
+				err = fmt.Errorf("in-process registration: %w", err)
+			}
+		}
 	}
+	reg.stop()
 	gracefulStop(srv, 5*time.Second)
 	if sock.Close() {
 		d.log.Info("CSI driver stopped; socket removed", "outcome", "removed")

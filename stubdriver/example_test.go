@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -64,4 +67,121 @@ func ExampleNew() {
 	// Output:
 	// stub.csi.example.com v0.1.0
 	// socket removed: true
+}
+
+// With Options.Register the driver registers itself with the kubelet: no
+// registrar sidecar. Run serves the CSI socket, then the registration socket
+// <PluginRegistrationPath>/<name>-reg.sock, and removes both, registration
+// first, when its context ends. Here registrartest plays the kubelet.
+func ExampleNew_register() {
+	dir, err := os.MkdirTemp("", "sd")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "csi.sock")
+	registry := filepath.Join(dir, "registry") // on a node: /var/lib/kubelet/plugins_registry
+	if err := os.Mkdir(registry, 0o750); err != nil {
+		log.Fatal(err)
+	}
+
+	d, err := stubdriver.New(stubdriver.Options{
+		Endpoint: "unix://" + sock,
+		NodeID:   "node-1",
+		Register: &registrar.Options{
+			// The CSI socket as the kubelet dials it, a host path: usually
+			// /var/lib/kubelet/plugins/<name>/csi.sock. Here host = container.
+			KubeletRegistrationPath: sock,
+			PluginRegistrationPath:  registry,
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+
+	regSock := filepath.Join(registry, stubdriver.DefaultName+registrar.RegistrationSocketSuffix)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(regSock); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			log.Fatal(err)
+		}
+	}
+	reg, err := registrartest.Register(ctx, regSock)
+	if err != nil || reg.Err != nil {
+		log.Fatal(err, reg)
+	}
+	fmt.Println("registered", reg.Info.Name, "on", reg.NodeInfo.GetNodeId())
+
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range []string{regSock, sock} {
+		_, err := os.Stat(p)
+		fmt.Println(filepath.Base(p), "removed:", os.IsNotExist(err))
+	}
+	// Output:
+	// registered stub.csi.example.com on node-1
+	// stub.csi.example.com-reg.sock removed: true
+	// csi.sock removed: true
+}
+
+// With Options.StateDir the driver serves CSI ephemeral volumes. This is what
+// the kubelet sends for a pod's inline volume (spec.volumes[].csi) of a
+// CSIDriver with podInfoOnMount: true; the driver bind-mounts
+// <StateDir>/<volume ID> at the target path. It needs root (mount(2)), so this
+// example is compiled, not run; publish_test.go runs the same calls.
+func ExampleDriver_Run_ephemeral() {
+	dir, err := os.MkdirTemp("", "sd")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "csi.sock")
+	d, err := stubdriver.New(stubdriver.Options{
+		Endpoint: "unix://" + sock,
+		NodeID:   "node-1",
+		StateDir: filepath.Join(dir, "state"), // in a pod: a hostPath
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go d.Run(ctx)
+
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	node := csi.NewNodeClient(conn)
+	// The kubelet creates the target's parent; the driver creates the target.
+	target := filepath.Join(dir, "pods", "uid", "volumes", "kubernetes.io~csi", "data", "mount")
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+		log.Fatal(err)
+	}
+	_, err = node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+		VolumeId:   "csi-0123abcd", // the kubelet's: "csi-" and a SHA-256
+		TargetPath: target,
+		VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		},
+		VolumeContext: map[string]string{stubdriver.EphemeralContextKey: "true"},
+	}, grpc.WaitForReady(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The pod writes at the target; the data is in <StateDir>/csi-0123abcd.
+	// When the pod goes, the kubelet unpublishes: unmount, then remove the
+	// target and the volume's directory.
+	if _, err := node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-0123abcd", TargetPath: target}); err != nil {
+		log.Fatal(err)
+	}
 }

@@ -2,6 +2,7 @@ package stubdriver
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,7 @@ import (
 type nodeServer struct {
 	csi.UnimplementedNodeServer
 	opts *Options
+	vols *volumes // nil without a state directory
 }
 
 // NodeGetInfo returns what the kubelet writes to the Node annotation
@@ -29,34 +31,98 @@ func (s *nodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 	return rsp, nil
 }
 
-// NodeGetCapabilities reports no optional node capability: no staging, no
-// volume stats, no expansion.
+// NodeGetCapabilities reports no optional node capability: no staging (an
+// ephemeral volume is published directly), no volume stats, no expansion.
 func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
 	return &csi.NodeGetCapabilitiesResponse{}, nil
 }
 
-// NodePublishVolume checks its arguments as the CSI spec requires. The stub
-// driver has no volumes to publish, so a valid request is Unimplemented.
+// NodePublishVolume publishes a CSI ephemeral volume: it creates the
+// volume's directory under the state directory and bind-mounts it at
+// target_path, read-only if the request or the access mode says so. A volume
+// already published there the same way is success (the call is idempotent).
+//
+// Errors, as the CSI spec orders them:
+//   - INVALID_ARGUMENT: volume_id, target_path or volume_capability missing,
+//     no access type, a relative target_path, or a volume_id that cannot name
+//     a directory.
+//   - FAILED_PRECONDITION: the driver has no state directory (started without
+//     --state-dir), or a block volume was asked for ("exceeds capabilities").
+//   - NOT_FOUND: a request without volume_context csi.storage.k8s.io/ephemeral
+//     "true". The driver has no controller, so no persistent volume exists.
+//   - ALREADY_EXISTS: target_path has another mount on it, or this volume with
+//     the other readonly setting.
+//   - ABORTED: another operation on the same volume is in progress.
 func (s *nodeServer) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	id, target, vc := req.GetVolumeId(), req.GetTargetPath(), req.GetVolumeCapability()
 	switch {
-	case req.GetVolumeId() == "":
+	case id == "":
 		return nil, status.Error(codes.InvalidArgument, "volume_id is missing")
-	case req.GetTargetPath() == "":
+	case target == "":
 		return nil, status.Error(codes.InvalidArgument, "target_path is missing")
-	case req.GetVolumeCapability() == nil:
+	case vc == nil:
 		return nil, status.Error(codes.InvalidArgument, "volume_capability is missing")
+	case vc.GetBlock() != nil:
+		return nil, status.Error(codes.FailedPrecondition, "block volumes are not supported: this driver publishes directories (access type mount)")
+	case vc.GetMount() == nil:
+		return nil, status.Error(codes.InvalidArgument, "volume_capability has no access type: set mount")
+	case !filepath.IsAbs(target):
+		return nil, status.Errorf(codes.InvalidArgument, "target_path %q is not an absolute path", target)
+	case s.vols == nil:
+		return nil, status.Error(codes.FailedPrecondition, "the driver was started without a state directory (--state-dir): it publishes no volumes")
+	case req.GetVolumeContext()[EphemeralContextKey] != "true":
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist: this driver only serves CSI ephemeral volumes "+
+			"(volume_context %s=true, which the kubelet sets for inline volumes of a CSIDriver with podInfoOnMount: true)",
+			id, EphemeralContextKey)
 	}
-	return nil, status.Error(codes.Unimplemented, "the stub driver does not publish volumes")
+	if err := validVolumeID(id); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	unlock, err := s.vols.lock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.vols.publish(id, filepath.Clean(target), req.GetReadonly() || readOnlyMode(vc.GetAccessMode().GetMode())); err != nil {
+		return nil, err
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
 }
 
-// NodeUnpublishVolume checks its arguments as the CSI spec requires. Nothing
-// was ever published, so a valid request succeeds (unpublish is idempotent).
+// readOnlyMode reports whether an access mode allows reading only.
+func readOnlyMode(m csi.VolumeCapability_AccessMode_Mode) bool {
+	return m == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY ||
+		m == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+}
+
+// NodeUnpublishVolume undoes NodePublishVolume: it unmounts target_path,
+// removes it, and removes the volume's directory with its data. A target or
+// volume that is not there is success (the call is idempotent), and so is a
+// volume ID this driver never published.
+//
+// Errors: INVALID_ARGUMENT when volume_id or target_path is missing or
+// target_path is relative; ABORTED while another operation on the volume is
+// in progress; INTERNAL when unmounting or removing fails.
 func (s *nodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	id, target := req.GetVolumeId(), req.GetTargetPath()
 	switch {
-	case req.GetVolumeId() == "":
+	case id == "":
 		return nil, status.Error(codes.InvalidArgument, "volume_id is missing")
-	case req.GetTargetPath() == "":
+	case target == "":
 		return nil, status.Error(codes.InvalidArgument, "target_path is missing")
+	case !filepath.IsAbs(target):
+		return nil, status.Errorf(codes.InvalidArgument, "target_path %q is not an absolute path", target)
+	case s.vols == nil || validVolumeID(id) != nil:
+		// Nothing was, or could have been, published under this ID.
+		return &csi.NodeUnpublishVolumeResponse{}, nil
+	}
+	unlock, err := s.vols.lock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.vols.unpublish(id, filepath.Clean(target)); err != nil {
+		return nil, err
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }

@@ -78,6 +78,11 @@ func TestNewValidation(t *testing.T) {
 		{name: "108-byte endpoint", modify: func(o *stubdriver.Options) { o.Endpoint = "/" + strings.Repeat("s", 107) },
 			value: "/" + strings.Repeat("s", 107), rule: "is 108 bytes long, a unix socket path holds at most 107"},
 
+		// State directory: optional, absolute.
+		{name: "absolute state dir", modify: func(o *stubdriver.Options) { o.StateDir = "/var/lib/csi-registrar/stub" }},
+		{name: "relative state dir", modify: func(o *stubdriver.Options) { o.StateDir = "state" },
+			value: "state", rule: "must be an absolute path"},
+
 		// Topology given directly in Options is checked like --topology.
 		{name: "valid topology", modify: func(o *stubdriver.Options) {
 			o.Topology = map[string]string{"topology.stub.csi.example.com/zone": "zone-a"}

@@ -84,8 +84,9 @@ func ginkgoRefusal() string {
 	return refused
 }
 
-// TestSanity runs csi-sanity's Identity and Node specs against two drivers, one
-// without and one with a topology (VOLUME_ACCESSIBILITY_CONSTRAINTS, which
+// TestSanity runs csi-sanity's Identity and Node specs against two drivers
+// that publish ephemeral volumes (a state directory is set), one without and
+// one with a topology (VOLUME_ACCESSIBILITY_CONSTRAINTS, which
 // makes csi-sanity require NodeGetInfo's accessible_topology), and checks the
 // ginkgo report: no failure, every spec in sanityMustPass passed, and no
 // focused spec skipped without a reason in sanitySkipped.
@@ -104,6 +105,8 @@ func TestSanity(t *testing.T) {
 	}
 	var contexts []*sanity.TestContext
 	for _, d := range drivers {
+		// With a state directory: publishing is live, as in the DaemonSet.
+		d.opts.StateDir = filepath.Join(t.TempDir(), "state")
 		drv := startDriver(t, d.opts)
 		cfg := sanity.NewTestConfig()
 		cfg.Address = "unix://" + drv.path

@@ -151,9 +151,12 @@ func TestNodeService(t *testing.T) {
 		{"publish without volume_id", &csi.NodePublishVolumeRequest{TargetPath: "/mnt/t", VolumeCapability: mount}, codes.InvalidArgument},
 		{"publish without target_path", &csi.NodePublishVolumeRequest{VolumeId: "v1", VolumeCapability: mount}, codes.InvalidArgument},
 		{"publish without volume_capability", &csi.NodePublishVolumeRequest{VolumeId: "v1", TargetPath: "/mnt/t"}, codes.InvalidArgument},
-		// The stub has no volumes: a complete request is answered, not served.
-		{"publish valid request", &csi.NodePublishVolumeRequest{VolumeId: "v1", TargetPath: "/mnt/t", VolumeCapability: mount}, codes.Unimplemented},
-		{"publish valid read-only request", &csi.NodePublishVolumeRequest{VolumeId: "v1", TargetPath: "/mnt/t", VolumeCapability: mount, Readonly: true}, codes.Unimplemented},
+		// Without Options.StateDir the driver has no volumes: a complete
+		// request is answered, not served (publish_test.go covers publishing).
+		{"publish valid request", &csi.NodePublishVolumeRequest{VolumeId: "v1", TargetPath: "/mnt/t", VolumeCapability: mount,
+			VolumeContext: map[string]string{stubdriver.EphemeralContextKey: "true"}}, codes.FailedPrecondition},
+		{"publish valid read-only request", &csi.NodePublishVolumeRequest{VolumeId: "v1", TargetPath: "/mnt/t", VolumeCapability: mount,
+			VolumeContext: map[string]string{stubdriver.EphemeralContextKey: "true"}, Readonly: true}, codes.FailedPrecondition},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rsp, err := node.NodePublishVolume(bg, tc.req)
@@ -171,7 +174,8 @@ func TestNodeService(t *testing.T) {
 		{"unpublish without arguments", &csi.NodeUnpublishVolumeRequest{}, codes.InvalidArgument},
 		{"unpublish without volume_id", &csi.NodeUnpublishVolumeRequest{TargetPath: "/mnt/t"}, codes.InvalidArgument},
 		{"unpublish without target_path", &csi.NodeUnpublishVolumeRequest{VolumeId: "v1"}, codes.InvalidArgument},
-		// Nothing is published, so unpublishing succeeds (it is idempotent).
+		// Nothing can be published without a state directory, so
+		// unpublishing succeeds (it is idempotent).
 		{"unpublish valid request", &csi.NodeUnpublishVolumeRequest{VolumeId: "v1", TargetPath: "/mnt/t"}, codes.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,13 +2,44 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/klog/v2"
 
+	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
+
+// registrationCategory groups the flags of in-process registration in --help.
+const registrationCategory = "In-process registration (with --register)"
+
+// registrationFlags are the register flags that make sense inside the driver:
+// the driver's own socket and name replace --csi-address and --driver-name.
+func registrationFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "register", EnvVars: env("register"), Category: registrationCategory,
+			Usage: "register the driver with the kubelet from this process, without the registrar sidecar"},
+		&cli.StringFlag{Name: "kubelet-registration-path", EnvVars: env("kubelet-registration-path"), Category: registrationCategory,
+			Usage: "the driver's socket path on the host, as the kubelet dials it (required with --register)"},
+		&cli.StringFlag{Name: "plugin-registration-path", Value: registrar.DefaultPluginRegistrationPath,
+			EnvVars: env("plugin-registration-path"), Category: registrationCategory,
+			Usage: "the directory where the kubelet's plugins_registry is mounted"},
+		&cli.DurationFlag{Name: "kubelet-wait", Value: registrar.DefaultKubeletWait, EnvVars: env("kubelet-wait"), Category: registrationCategory,
+			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it for this long"},
+		&cli.DurationFlag{Name: "registration-retry-max", Value: registrar.DefaultRegistrationRetryMax,
+			EnvVars: env("registration-retry-max"), Category: registrationCategory,
+			Usage: "cap of the backoff (1s doubling) between socket re-creations after a kubelet rejection, silence or conflict"},
+		&cli.StringFlag{Name: "http-endpoint", EnvVars: env("http-endpoint"), Category: registrationCategory,
+			Usage: "TCP address (e.g. :9809) serving /healthz, /readyz and /metrics of the registration; empty disables the server"},
+		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"), Category: registrationCategory,
+			Usage: "serve /debug/pprof/ on --http-endpoint"},
+	}
+}
 
 func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Command {
 	flags := []cli.Flag{
@@ -22,19 +53,22 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 			Usage: "the volume limit NodeGetInfo reports; 0 = not set"},
 		&cli.StringSliceFlag{Name: "topology", EnvVars: env("topology"),
 			Usage: "a topology segment key=value NodeGetInfo reports (repeatable)"},
+		&cli.StringFlag{Name: "state-dir", EnvVars: env("state-dir"),
+			Usage: "directory for the ephemeral volumes' data (a hostPath); empty: no volumes are published"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 	}
+	flags = append(flags, registrationFlags()...)
 	flags = append(flags, loggingFlags()...)
 	return &cli.Command{
 		Name:  "driver",
-		Usage: "run the reference CSI node driver (Identity and Node services)",
+		Usage: "run the reference CSI node driver (Identity and Node services, ephemeral volumes)",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.Bool("version") {
 				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
 				return nil
 			}
-			if err := notEmpty(c, "endpoint", "driver-name"); err != nil {
+			if err := notEmpty(c, "endpoint", "driver-name", "plugin-registration-path"); err != nil {
 				return err
 			}
 			log, err := newLogger(c, c.App.ErrWriter)
@@ -42,6 +76,10 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				return err
 			}
 			topo, err := stubdriver.ParseTopology(c.StringSlice("topology"))
+			if err != nil {
+				return err
+			}
+			reg, err := driverRegistration(c)
 			if err != nil {
 				return err
 			}
@@ -54,6 +92,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				}
 			}
 			logIgnored(c, log, map[string]string{"vmodule": "verbosity is global", "log-flush-frequency": "logs are written unbuffered"})
+			routeKlog(log, c.Int("v"))
 			ctx, stop := signalContext(c.Context, log)
 			defer stop()
 			return run(ctx, stubdriver.Options{
@@ -63,8 +102,50 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				NodeID:            nodeID,
 				MaxVolumesPerNode: c.Int64("max-volumes-per-node"),
 				Topology:          topo,
+				StateDir:          c.String("state-dir"),
+				Register:          reg,
 				Logger:            log,
 			})
 		},
 	}
+}
+
+// driverRegistration maps the in-process registration flags to
+// registrar.Options: nil without --register, and an error when one of them
+// is given without it (it would have no effect).
+func driverRegistration(c *cli.Context) (*registrar.Options, error) {
+	if !c.Bool("register") {
+		for _, f := range registrationFlags() {
+			if name := f.Names()[0]; name != "register" && c.IsSet(name) {
+				return nil, badFlag(name, fmt.Sprint(c.Value(name)), "has no effect without --register",
+					"add --register to register from the driver's process, or drop --"+name)
+			}
+		}
+		return nil, nil
+	}
+	if c.String("kubelet-registration-path") == "" {
+		return nil, badFlag("kubelet-registration-path", "", "is required with --register",
+			"pass the driver's socket path on the host, e.g. --kubelet-registration-path=/var/lib/kubelet/plugins/"+
+				c.String("driver-name")+"/csi.sock")
+	}
+	return &registrar.Options{
+		KubeletRegistrationPath: c.String("kubelet-registration-path"),
+		PluginRegistrationPath:  c.String("plugin-registration-path"),
+		KubeletWait:             c.Duration("kubelet-wait"),
+		RegistrationRetryMax:    c.Duration("registration-retry-max"),
+		HTTPEndpoint:            c.String("http-endpoint"),
+		EnablePprof:             c.Bool("enable-pprof"),
+	}, nil
+}
+
+// routeKlog sends k8s.io/klog/v2 output (from k8s.io/mount-utils) to log, so
+// the driver writes one format, and sets klog's verbosity to --v: klog drops
+// a V(n) line itself before it reaches the logger, and V(n) becomes slog
+// level -n, the same mapping newLogger uses. klog's settings are process-wide:
+// this is done here, by the process's owner, never in a library.
+func routeKlog(log *slog.Logger, v int) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", strconv.Itoa(v)) // v ≥ 0: newLogger checked it
+	klog.SetSlogLogger(log.With("logger", "klog"))
 }

@@ -71,8 +71,26 @@ start_daemon() {
   [[ -f "$LOG_DIR/$name.log" ]] && mv -f "$LOG_DIR/$name.log" "$LOG_DIR/$name.log.1"
   # setsid: not in our process group, so ^C on make does not kill the node.
   # (The script has no job control, so setsid execs in place and $! is the daemon.)
-  setsid "$bin" "$@" </dev/null >"$LOG_DIR/$name.log" 2>&1 &
+  # Descriptors above 2 are closed first: a daemon must not inherit the lock of a
+  # `flock /tmp/csi-registrar-localnode.lock ...` wrapper, or the lock would stay held
+  # until the node goes down and every other user of the node would wait forever.
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      if [[ $fd -gt 2 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "$bin" "$@" </dev/null >"$LOG_DIR/$name.log" 2>&1
+  ) &
   echo $! >"$RUN_DIR/$name.pid"
+}
+
+# start_kubelet: the kubelet as up.sh starts it (restart-kubelet.sh starts it the same way).
+start_kubelet() {
+  start_daemon kubelet \
+    --config="$ETC_DIR/kubelet-config.yaml" \
+    --kubeconfig="$PKI_DIR/kubelet.kubeconfig" \
+    --root-dir="$KUBELET_ROOT" \
+    --v=2
 }
 
 # stop_daemon NAME [RUN_DIR] [TIMEOUT_S]: SIGTERM, then SIGKILL after the timeout.

@@ -283,11 +283,7 @@ wait_daemon kube-scheduler 60 scheduler_ok
 
 step "starting kubelet (node $NODE_NAME)"
 kubelet_since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-start_daemon kubelet \
-  --config="$ETC_DIR/kubelet-config.yaml" \
-  --kubeconfig="$PKI_DIR/kubelet.kubeconfig" \
-  --root-dir="$KUBELET_ROOT" \
-  --v=2
+start_kubelet
 wait_daemon kubelet 60 kubelet_ok
 wait_daemon kubelet 120 node_ready "$kubelet_since"
 # Pods are rejected until the ServiceAccount controller made the default account.

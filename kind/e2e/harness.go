@@ -1,0 +1,637 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// NodeIDAnnotation is where the kubelet records {driver: nodeID} on the Node.
+const NodeIDAnnotation = "csi.volume.kubernetes.io/nodeid"
+
+// Cluster is the suite's handle on the cluster under test: client-go on the
+// provider's kubeconfig, kubectl for kustomizations, and the provider for
+// node-level actions. Namespace and DaemonSet name the deployment of manifests/.
+type Cluster struct {
+	Provider  Provider
+	Client    kubernetes.Interface
+	RepoRoot  string
+	Namespace string
+	DaemonSet string
+	// Selector selects the DaemonSet's pods.
+	Selector string
+	// MetricsPort is the registrar's --http-endpoint port (/readyz, /metrics).
+	MetricsPort string
+}
+
+// NewCluster connects to the provider's cluster. The deployment names are
+// those of manifests/.
+func NewCluster(p Provider, repoRoot string) (*Cluster, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", p.Kubeconfig(), err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{
+		Provider:    p,
+		Client:      cs,
+		RepoRoot:    repoRoot,
+		Namespace:   "csi-registrar",
+		DaemonSet:   "csi-stub-node",
+		Selector:    "app.kubernetes.io/name=csi-stub-node",
+		MetricsPort: "9809",
+	}, nil
+}
+
+// Kubectl runs the provider's kubectl on the cluster from the repository root
+// and returns its combined output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.Provider.Kubectl(), args...)
+	cmd.Dir = c.RepoRoot
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Provider.Kubeconfig())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// Apply applies a kustomization (a directory relative to the repository root).
+func (c *Cluster) Apply(ctx context.Context, dir string) error {
+	_, err := c.Kubectl(ctx, "apply", "-k", dir)
+	return err
+}
+
+// Delete deletes what a kustomization created and waits until it is gone.
+func (c *Cluster) Delete(ctx context.Context, dir string) error {
+	_, err := c.Kubectl(ctx, "delete", "-k", dir, "--ignore-not-found", "--wait=true", "--timeout=180s")
+	return err
+}
+
+// DriverConfig is what the DaemonSet configures the driver to report, read
+// from its `driver` container's args and env.
+type DriverConfig struct {
+	Driver string
+	// NodeIDIsNodeName: --node-id=$(VAR) with VAR from spec.nodeName.
+	NodeIDIsNodeName bool
+	MaxVolumes       int64
+	Topology         map[string]string
+	// RegistrationRetryMax is the registrar's --registration-retry-max (0: unset).
+	RegistrationRetryMax time.Duration
+
+	anyValues bool // RolledOut: any one entry will do
+}
+
+// TopologyKeys are the configured topology keys, sorted as the kubelet sorts them.
+func (d DriverConfig) TopologyKeys() []string {
+	var keys []string
+	for k := range d.Topology {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// RenderDaemonSet renders a kustomization with `kubectl kustomize` and
+// returns its DaemonSet.
+func (c *Cluster) RenderDaemonSet(ctx context.Context, dir string) (*appsv1.DaemonSet, error) {
+	out, err := c.Kubectl(ctx, "kustomize", dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			return nil, err
+		}
+		if tm.Kind == "DaemonSet" {
+			ds := &appsv1.DaemonSet{}
+			if err := yaml.UnmarshalStrict([]byte(doc), ds); err != nil {
+				return nil, fmt.Errorf("DaemonSet of %s: %w", dir, err)
+			}
+			return ds, nil
+		}
+	}
+	return nil, fmt.Errorf("%s renders no DaemonSet", dir)
+}
+
+// ConfigOf reads the DriverConfig from a DaemonSet.
+func ConfigOf(ds *appsv1.DaemonSet) (DriverConfig, error) {
+	d := DriverConfig{Topology: map[string]string{}}
+	var drv, reg *corev1.Container
+	for i := range ds.Spec.Template.Spec.Containers {
+		switch ct := &ds.Spec.Template.Spec.Containers[i]; ct.Name {
+		case "driver":
+			drv = ct
+		case "registrar":
+			reg = ct
+		}
+	}
+	if drv == nil || reg == nil {
+		return d, fmt.Errorf("DaemonSet %s has no driver or registrar container", ds.Name)
+	}
+	fieldOf := map[string]string{}
+	for _, e := range drv.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			fieldOf[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	for _, a := range drv.Args {
+		k, v, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch k {
+		case "driver-name":
+			d.Driver = v
+		case "node-id":
+			if strings.HasPrefix(v, "$(") && strings.HasSuffix(v, ")") {
+				d.NodeIDIsNodeName = fieldOf[v[2:len(v)-1]] == "spec.nodeName"
+			}
+		case "max-volumes-per-node":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return d, fmt.Errorf("driver arg %q: %w", a, err)
+			}
+			d.MaxVolumes = n
+		case "topology":
+			tk, tv, ok := strings.Cut(v, "=")
+			if !ok {
+				return d, fmt.Errorf("driver arg %q: want key=value", a)
+			}
+			d.Topology[tk] = tv
+		}
+	}
+	for _, a := range reg.Args {
+		if v, ok := strings.CutPrefix(a, "--registration-retry-max="); ok {
+			dur, err := time.ParseDuration(v)
+			if err != nil {
+				return d, fmt.Errorf("registrar arg %q: %w", a, err)
+			}
+			d.RegistrationRetryMax = dur
+		}
+	}
+	if d.Driver == "" {
+		return d, fmt.Errorf("DaemonSet %s: the driver container has no --driver-name", ds.Name)
+	}
+	return d, nil
+}
+
+// Pods returns the DaemonSet's pods that are not terminating, by node name.
+func (c *Cluster) Pods(ctx context.Context) (map[string]*corev1.Pod, error) {
+	l, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: c.Selector})
+	if err != nil {
+		return nil, err
+	}
+	pods := map[string]*corev1.Pod{}
+	for i := range l.Items {
+		p := &l.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if other, dup := pods[p.Spec.NodeName]; dup {
+			return nil, fmt.Errorf("two pods on node %s: %s and %s", p.Spec.NodeName, other.Name, p.Name)
+		}
+		pods[p.Spec.NodeName] = p
+	}
+	return pods, nil
+}
+
+// PodOn returns the DaemonSet's pod on node.
+func (c *Cluster) PodOn(ctx context.Context, node string) (*corev1.Pod, error) {
+	pods, err := c.Pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p := pods[node]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("no pod of DaemonSet %s on node %s", c.DaemonSet, node)
+}
+
+// PodReady reports the pod's Ready condition.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NodeReady reports the node's Ready condition and its last heartbeat.
+func NodeReady(n *corev1.Node) (bool, time.Time) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, c.LastHeartbeatTime.Time
+		}
+	}
+	return false, time.Time{}
+}
+
+// ContainerStatus returns the status of the named container.
+func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == name {
+			return s
+		}
+	}
+	return corev1.ContainerStatus{Name: name}
+}
+
+// ContainerID strips the runtime prefix (containerd://) from a container ID.
+func ContainerID(s corev1.ContainerStatus) string {
+	if _, id, ok := strings.Cut(s.ContainerID, "://"); ok {
+		return id
+	}
+	return s.ContainerID
+}
+
+// Restarts is "driver=N registrar=M" for a pod: the containers' restartCounts.
+func Restarts(p *corev1.Pod) map[string]int32 {
+	r := map[string]int32{}
+	for _, s := range p.Status.ContainerStatuses {
+		r[s.Name] = s.RestartCount
+	}
+	return r
+}
+
+// Registration is what the kubelet wrote for a driver on a node.
+type Registration struct {
+	Annotated  bool   // the driver's key is in the node annotation
+	Annotation string // its value
+	Entries    []storagev1.CSINodeDriver
+	Labels     map[string]string // the node's labels
+}
+
+// AnnotationMap decodes the node ID annotation ({} when absent).
+func AnnotationMap(n *corev1.Node) (map[string]string, error) {
+	m := map[string]string{}
+	raw, ok := n.Annotations[NodeIDAnnotation]
+	if !ok || raw == "" {
+		return m, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, fmt.Errorf("node %s: annotation %s=%q is not a JSON map: %w", n.Name, NodeIDAnnotation, raw, err)
+	}
+	return m, nil
+}
+
+// CSINodeEntries returns the CSINode's entries for driver.
+func CSINodeEntries(cn *storagev1.CSINode, driver string) []storagev1.CSINodeDriver {
+	if cn == nil {
+		return nil
+	}
+	var out []storagev1.CSINodeDriver
+	for _, d := range cn.Spec.Drivers {
+		if d.Name == driver {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Registered reads what the kubelet wrote for the driver on node.
+func (c *Cluster) Registered(ctx context.Context, node, driver string) (Registration, error) {
+	var r Registration
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return r, err
+	}
+	m, err := AnnotationMap(n)
+	if err != nil {
+		return r, err
+	}
+	r.Annotation, r.Annotated = m[driver]
+	r.Labels = n.Labels
+	cn, err := c.Client.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return r, err
+	default:
+		r.Entries = CSINodeEntries(cn, driver)
+	}
+	return r, nil
+}
+
+// EntryProblems compares a node's CSINode entries for the driver with what
+// cfg configures; nil means exactly one entry, as configured.
+func EntryProblems(entries []storagev1.CSINodeDriver, node string, cfg DriverConfig) []string {
+	if len(entries) != 1 {
+		return []string{fmt.Sprintf("CSINode %s has %d entries for %s, want 1", node, len(entries), cfg.Driver)}
+	}
+	e := entries[0]
+	var p []string
+	if cfg.NodeIDIsNodeName && e.NodeID != node {
+		p = append(p, fmt.Sprintf("CSINode %s: nodeID %q, want the node name", node, e.NodeID))
+	}
+	if want := cfg.TopologyKeys(); !slices.Equal(e.TopologyKeys, want) {
+		p = append(p, fmt.Sprintf("CSINode %s: topologyKeys %q, want %q", node, e.TopologyKeys, want))
+	}
+	switch {
+	case cfg.MaxVolumes > 0 && (e.Allocatable == nil || e.Allocatable.Count == nil):
+		p = append(p, fmt.Sprintf("CSINode %s: no allocatable count, want %d", node, cfg.MaxVolumes))
+	case cfg.MaxVolumes > 0 && int64(*e.Allocatable.Count) != cfg.MaxVolumes:
+		p = append(p, fmt.Sprintf("CSINode %s: allocatable count %d, want %d", node, *e.Allocatable.Count, cfg.MaxVolumes))
+	case cfg.MaxVolumes == 0 && e.Allocatable != nil && e.Allocatable.Count != nil:
+		p = append(p, fmt.Sprintf("CSINode %s: allocatable count %d, want none", node, *e.Allocatable.Count))
+	}
+	return p
+}
+
+// Problems lists every way the registration on node differs from cfg: the
+// annotation maps the driver to the node name, the CSINode has one entry as
+// configured, the node carries the topology labels. Nil means registered.
+func (r Registration) Problems(node string, cfg DriverConfig) []string {
+	var p []string
+	switch {
+	case !r.Annotated:
+		p = append(p, fmt.Sprintf("node %s: annotation %s has no key %s", node, NodeIDAnnotation, cfg.Driver))
+	case cfg.NodeIDIsNodeName && r.Annotation != node:
+		p = append(p, fmt.Sprintf("node %s: annotation maps %s to %q, want the node name", node, cfg.Driver, r.Annotation))
+	}
+	p = append(p, EntryProblems(r.Entries, node, cfg)...)
+	for k, v := range cfg.Topology {
+		if got, ok := r.Labels[k]; !ok || got != v {
+			p = append(p, fmt.Sprintf("node %s: label %s=%q (present: %v), want %q", node, k, got, ok, v))
+		}
+	}
+	return p
+}
+
+// RolledOut waits until the DaemonSet is rolled out, every pod is Ready and
+// every node has one CSINode entry for the driver, whatever its values (the
+// cases check those).
+func (c *Cluster) RolledOut(ctx context.Context, driver string, timeout time.Duration) error {
+	return c.WaitDeployed(ctx, DriverConfig{Driver: driver, anyValues: true}, timeout)
+}
+
+// RolloutProblems lists why the DaemonSet is not fully rolled out and
+// registered: every node runs one current pod that is Ready, and the kubelet
+// registered the driver there as cfg says. Nil means deployed.
+func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]string, error) {
+	ds, err := c.Client.AppsV1().DaemonSets(c.Namespace).Get(ctx, c.DaemonSet, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var p []string
+	st := ds.Status
+	if st.ObservedGeneration < ds.Generation || st.DesiredNumberScheduled == 0 ||
+		st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled {
+		p = append(p, fmt.Sprintf("DaemonSet generation %d (observed %d): desired %d, updated %d, ready %d",
+			ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady))
+	}
+	pods, err := c.Pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gen := strconv.FormatInt(ds.Generation, 10)
+	for node, pod := range pods {
+		if pod.Labels["pod-template-generation"] != gen {
+			p = append(p, fmt.Sprintf("pod %s on %s is of template generation %s, want %s", pod.Name, node, pod.Labels["pod-template-generation"], gen))
+		}
+		if !PodReady(pod) {
+			p = append(p, fmt.Sprintf("pod %s on %s is not Ready", pod.Name, node))
+			continue
+		}
+		r, err := c.Registered(ctx, node, cfg.Driver)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.anyValues {
+			if len(r.Entries) != 1 {
+				p = append(p, fmt.Sprintf("CSINode %s has %d entries for %s, want 1", node, len(r.Entries), cfg.Driver))
+			}
+			continue
+		}
+		p = append(p, r.Problems(node, cfg)...)
+	}
+	if len(pods) != int(st.DesiredNumberScheduled) {
+		p = append(p, fmt.Sprintf("%d pods, want %d", len(pods), st.DesiredNumberScheduled))
+	}
+	sort.Strings(p)
+	return p, nil
+}
+
+// WaitDeployed waits until RolloutProblems is empty. It polls (every 250 ms):
+// it waits for a steady state, it does not look for short-lived ones.
+func (c *Cluster) WaitDeployed(ctx context.Context, cfg DriverConfig, timeout time.Duration) error {
+	var last []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := c.RolloutProblems(ctx, cfg)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				last = []string{err.Error()}
+				return false, nil
+			}
+			return false, err
+		}
+		last = p
+		return len(p) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("not deployed after %s: %w: %s", timeout, err, strings.Join(last, "; "))
+	}
+	return nil
+}
+
+// Proxy GETs path on the registrar's HTTP endpoint of pod through the API
+// server's pod proxy, so every provider reads it the same way. It returns
+// the HTTP status and body; a non-2xx status is not an error.
+func (c *Cluster) Proxy(ctx context.Context, pod, path string) (int, string, error) {
+	body, err := c.Client.CoreV1().Pods(c.Namespace).ProxyGet("http", pod, c.MetricsPort, path, nil).DoRaw(ctx)
+	if err == nil {
+		return 200, string(body), nil
+	}
+	// A non-2xx answer comes back as an API status error, with the body of
+	// the answer: a 503 from /readyz is an answer, not a failure to ask.
+	// (When the API server cannot reach the pod it answers itself, with its
+	// own message in the body.)
+	var se apierrors.APIStatus
+	if errors.As(err, &se) && se.Status().Code != 0 {
+		if len(body) == 0 {
+			body = []byte(se.Status().Message)
+		}
+		return int(se.Status().Code), string(body), nil
+	}
+	return 0, "", fmt.Errorf("GET %s on pod %s through the API server: %w", path, pod, err)
+}
+
+// Readyz returns the registrar's /readyz status and body.
+func (c *Cluster) Readyz(ctx context.Context, pod string) (int, string, error) {
+	return c.Proxy(ctx, pod, "/readyz")
+}
+
+// Metrics is a parsed Prometheus text exposition: "name{labels}" -> value,
+// the key exactly as the exposition prints it.
+type Metrics map[string]float64
+
+// Get returns the value of a series (0 when absent, as for a counter that
+// has not been incremented yet).
+func (m Metrics) Get(series string) float64 { return m[series] }
+
+// ParseMetrics parses the Prometheus text format (no timestamps).
+func ParseMetrics(text string) (Metrics, error) {
+	m := Metrics{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			return nil, fmt.Errorf("metrics line %q: no value", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		m[line[:i]] = v
+	}
+	return m, nil
+}
+
+// Metrics reads the registrar's /metrics of pod.
+func (c *Cluster) Metrics(ctx context.Context, pod string) (Metrics, error) {
+	code, body, err := c.Proxy(ctx, pod, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	if code != 200 {
+		return nil, fmt.Errorf("/metrics of pod %s: HTTP %d: %s", pod, code, body)
+	}
+	return ParseMetrics(body)
+}
+
+// Series names of the registrar's /metrics.
+const (
+	MetricGetInfo    = "csi_registrar_getinfo_calls_total"
+	MetricRegistered = `csi_registrar_kubelet_notifications_total{outcome="registered"}`
+	MetricRejected   = `csi_registrar_kubelet_notifications_total{outcome="rejected"}`
+)
+
+// MetricSocketCreations is the series of socket creations for one reason.
+func MetricSocketCreations(reason string) string {
+	return fmt.Sprintf("csi_registrar_socket_creations_total{reason=%q}", reason)
+}
+
+// SocketCreations sums socket creations over every reason.
+func (m Metrics) SocketCreations() float64 {
+	var n float64
+	for k, v := range m {
+		if strings.HasPrefix(k, "csi_registrar_socket_creations_total{") {
+			n += v
+		}
+	}
+	return n
+}
+
+// Diagnostics collects what a failure needs to be understood: the kubelet
+// log tail of each node, every pod's status and logs (current and previous
+// containers), and the events of the namespace and of the nodes.
+func (c *Cluster) Diagnostics(ctx context.Context, nodes []string) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		log, err := c.Provider.KubeletLog(ctx, n, 60)
+		fmt.Fprintf(&b, "==== kubelet log of %s (last 60 lines) ====\n", n)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+		b.WriteString(log)
+		if files, err := c.Provider.PluginsRegistry(ctx, n); err == nil {
+			fmt.Fprintf(&b, "==== %s on %s ====\n", PluginsRegistry, n)
+			for _, f := range files {
+				fmt.Fprintf(&b, "%s socket=%v id=%s\n", f.Name, f.Socket, f.ID())
+			}
+		}
+		if nd, err := c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
+			ready, hb := NodeReady(nd)
+			fmt.Fprintf(&b, "==== node %s: Ready=%v (heartbeat %s), annotation %s=%q, labels %v\n",
+				n, ready, hb.Format(time.RFC3339), NodeIDAnnotation, nd.Annotations[NodeIDAnnotation], nd.Labels)
+		}
+		if cn, err := c.Client.StorageV1().CSINodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
+			js, _ := json.Marshal(cn.Spec.Drivers)
+			fmt.Fprintf(&b, "==== CSINode %s: %s\n", n, js)
+		}
+	}
+	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(&b, "(pods: %v)\n", err)
+	} else {
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "==== pod %s on %s: phase %s, Ready %v, deleting %v\n", p.Name, p.Spec.NodeName, p.Status.Phase, PodReady(&p), p.DeletionTimestamp != nil)
+			for _, s := range p.Status.ContainerStatuses {
+				js, _ := json.Marshal(s.State)
+				fmt.Fprintf(&b, "  container %s: ready %v, restarts %d, state %s\n", s.Name, s.Ready, s.RestartCount, js)
+				for _, previous := range []bool{false, true} {
+					if previous && s.RestartCount == 0 {
+						continue
+					}
+					tail := int64(80)
+					raw, err := c.Client.CoreV1().Pods(c.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
+						Container: s.Name, Previous: previous, TailLines: &tail}).DoRaw(ctx)
+					fmt.Fprintf(&b, "---- logs of %s/%s (previous=%v) ----\n", p.Name, s.Name, previous)
+					if err != nil {
+						fmt.Fprintf(&b, "(%v)\n", err)
+					}
+					b.Write(raw)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(&b, "==== events ====\n")
+	var evs []corev1.Event
+	for _, ns := range []string{c.Namespace, metav1.NamespaceDefault} {
+		l, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "(events of %s: %v)\n", ns, err)
+			continue
+		}
+		for _, e := range l.Items {
+			if ns == c.Namespace || e.InvolvedObject.Kind == "Node" {
+				evs = append(evs, e)
+			}
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return eventTime(evs[i]).Before(eventTime(evs[j])) })
+	for _, e := range evs {
+		fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", eventTime(e).Format("15:04:05"), e.Type,
+			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, strings.TrimSpace(e.Message))
+	}
+	return b.String()
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}

@@ -1,0 +1,169 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// localProvider drives the local node of kind/localnode: a real kubelet on
+// this host, so node files are host files. Its scripts do the work; env.sh is
+// the single source of truth for paths.
+type localProvider struct {
+	root       string // repository root
+	scripts    string // kind/localnode
+	kubeconfig string
+	kubectl    string
+	node       string
+	containerd string // containerd socket
+	cache      string // LOCALNODE_CACHE: logs/ lives there
+}
+
+func newLocalProvider(root string) (*localProvider, error) {
+	p := &localProvider{root: root, scripts: filepath.Join(root, "kind", "localnode")}
+	out, err := exec.Command("bash", "-c", `source "$1/env.sh" && printf '%s\0' "$KUBECONFIG" "$KUBECTL" "$NODE_NAME" "$CONTAINERD_ADDRESS" "$LOCALNODE_CACHE"`,
+		"env", p.scripts).Output()
+	if err != nil {
+		return nil, fmt.Errorf("kind/localnode/env.sh: %w", err)
+	}
+	v := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if len(v) != 5 {
+		return nil, fmt.Errorf("kind/localnode/env.sh printed %q", out)
+	}
+	p.kubeconfig, p.kubectl, p.node, p.containerd, p.cache = v[0], v[1], v[2], v[3], v[4]
+	return p, nil
+}
+
+func (p *localProvider) Name() string       { return "local" }
+func (p *localProvider) Kubeconfig() string { return p.kubeconfig }
+func (p *localProvider) Kubectl() string    { return p.kubectl }
+
+// run runs a command with its output going to the test log (stdout/stderr of
+// the test binary), and returns an error that carries the exit status.
+func (p *localProvider) run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = p.root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+func (p *localProvider) Up(ctx context.Context) (bool, error) {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(p.scripts, "up.sh"))
+	cmd.Dir = p.root
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	os.Stderr.Write(out.Bytes())
+	if err != nil {
+		return false, fmt.Errorf("kind/localnode/up.sh: %w", err)
+	}
+	return !strings.Contains(out.String(), "is already up"), nil
+}
+
+func (p *localProvider) Down(ctx context.Context) error {
+	return p.run(ctx, "bash", filepath.Join(p.scripts, "down.sh"))
+}
+
+func (p *localProvider) LoadImage(ctx context.Context, archive string) error {
+	return p.run(ctx, "bash", filepath.Join(p.scripts, "load-image.sh"), archive)
+}
+
+func (p *localProvider) checkNode(node string) error {
+	if node != p.node {
+		return fmt.Errorf("the local node is %q, not %q", p.node, node)
+	}
+	return nil
+}
+
+func (p *localProvider) RestartKubelet(ctx context.Context, node string) error {
+	if err := p.checkNode(node); err != nil {
+		return err
+	}
+	return p.run(ctx, "bash", filepath.Join(p.scripts, "restart-kubelet.sh"), "--no-wait-ready")
+}
+
+// RemoveFile: the node is this host.
+func (p *localProvider) RemoveFile(_ context.Context, node, path string) error {
+	if err := p.checkNode(node); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (p *localProvider) PluginsRegistry(_ context.Context, node string) ([]NodeFile, error) {
+	if err := p.checkNode(node); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(PluginsRegistry)
+	if err != nil {
+		return nil, err
+	}
+	var files []NodeFile
+	for _, e := range entries {
+		st, err := os.Lstat(filepath.Join(PluginsRegistry, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since ReadDir
+		}
+		if err != nil {
+			return nil, err
+		}
+		f := NodeFile{Name: e.Name(), Socket: st.Mode().Type() == fs.ModeSocket}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			f.Inode = sys.Ino
+			f.Ctime = fmt.Sprintf("%d.%09d", sys.Ctim.Sec, sys.Ctim.Nsec)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func (p *localProvider) KillContainer(ctx context.Context, node, id string) error {
+	if err := p.checkNode(node); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "ctr", "--address", p.containerd, "--namespace", "k8s.io",
+		"task", "kill", "--signal", "SIGKILL", id).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr task kill %s: %w: %s", id, err, out)
+	}
+	return nil
+}
+
+// KubeletLog is the tail of the kubelet's log file; after a restart the
+// previous run's log (kubelet.log.1) comes first when the current one is short.
+func (p *localProvider) KubeletLog(_ context.Context, node string, lines int) (string, error) {
+	if err := p.checkNode(node); err != nil {
+		return "", err
+	}
+	logs := filepath.Join(p.cache, "logs")
+	cur, err := os.ReadFile(filepath.Join(logs, "kubelet.log"))
+	if err != nil {
+		return "", err
+	}
+	all := strings.Split(strings.TrimRight(string(cur), "\n"), "\n")
+	if len(all) < lines {
+		if prev, err := os.ReadFile(filepath.Join(logs, "kubelet.log.1")); err == nil {
+			p := strings.Split(strings.TrimRight(string(prev), "\n"), "\n")
+			all = append(append(p, "---- kubelet restarted: kubelet.log ----"), all...)
+		}
+	}
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n") + "\n", nil
+}

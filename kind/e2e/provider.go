@@ -1,0 +1,124 @@
+//go:build e2e
+
+// Package e2e is csi-registrar's end-to-end suite (build tag e2e). It talks to
+// any cluster through client-go on $KUBECONFIG; the few node-level actions the
+// API cannot do (restart the kubelet, remove a file, kill a container, read
+// plugins_registry and the kubelet log) go through a Provider: the local node
+// (kind/localnode) or kind (sigs.k8s.io/kind's Go API).
+//
+// The exported helpers (Provider, Cluster, Recorder, ParseMetrics) are meant to
+// be reused by other suites of this repository built with the e2e tag.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// KubeletRoot is the kubelet's root directory on the nodes of both providers.
+const KubeletRoot = "/var/lib/kubelet"
+
+// PluginsRegistry is the directory the kubelet's plugin watcher watches.
+const PluginsRegistry = KubeletRoot + "/plugins_registry"
+
+// NodeFile is one entry of a directory on a node.
+type NodeFile struct {
+	Name   string
+	Socket bool
+	// Inode and Ctime (nanoseconds, or the best resolution the node's tools
+	// give) tell two files created one after the other at one path apart.
+	Inode uint64
+	Ctime string
+}
+
+// ID identifies the file across re-creations at the same path.
+func (f NodeFile) ID() string { return fmt.Sprintf("%d@%s", f.Inode, f.Ctime) }
+
+// Provider runs the node-level actions of the suite, and brings the cluster up
+// and down. Node names are Kubernetes node names.
+type Provider interface {
+	// Name is "local" or "kind".
+	Name() string
+	// Up brings the cluster up if it is not up yet. It reports whether it
+	// had to start (or create) it.
+	Up(ctx context.Context) (started bool, err error)
+	// Down stops (local) or deletes (kind) the cluster.
+	Down(ctx context.Context) error
+	// Kubeconfig is the path of an admin kubeconfig for the cluster.
+	Kubeconfig() string
+	// Kubectl is the kubectl binary to run `apply -k` and `delete -k` with.
+	Kubectl() string
+	// LoadImage makes the image archive (docker-archive or OCI tarball)
+	// available to the container runtime of every node.
+	LoadImage(ctx context.Context, archive string) error
+	// RestartKubelet stops the node's kubelet and starts it again, and
+	// returns once the new kubelet answers its health check.
+	RestartKubelet(ctx context.Context, node string) error
+	// RemoveFile removes a file on the node (not an error if it is absent).
+	RemoveFile(ctx context.Context, node, path string) error
+	// PluginsRegistry lists the node's plugins_registry directory.
+	PluginsRegistry(ctx context.Context, node string) ([]NodeFile, error)
+	// KillContainer sends SIGKILL to a container's process; id is the
+	// container ID without the runtime prefix (containerd://).
+	KillContainer(ctx context.Context, node, id string) error
+	// KubeletLog returns the last lines of the node's kubelet log.
+	KubeletLog(ctx context.Context, node string, lines int) (string, error)
+}
+
+// NewProvider returns the provider called name ("local" or "kind") for the
+// repository at repoRoot.
+func NewProvider(name, repoRoot string) (Provider, error) {
+	switch name {
+	case "", "local":
+		return newLocalProvider(repoRoot)
+	case "kind":
+		return newKindProvider(repoRoot)
+	}
+	return nil, fmt.Errorf("unknown E2E_PROVIDER %q: use local or kind", name)
+}
+
+// RepoRoot finds the repository root: $E2E_REPO_ROOT, or the closest parent
+// directory of the working directory that holds go.mod.
+func RepoRoot() (string, error) {
+	if r := os.Getenv("E2E_REPO_ROOT"); r != "" {
+		return filepath.Abs(r)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory: set E2E_REPO_ROOT")
+		}
+		dir = parent
+	}
+}
+
+// parseListing parses lines of `<type> <inode> <ctime> <name>` as written by
+// `find DIR -mindepth 1 -maxdepth 1 -printf '%y %i %C@ %f\n'`.
+func parseListing(out string) ([]NodeFile, error) {
+	var files []NodeFile
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.SplitN(line, " ", 4)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("unexpected listing line %q", line)
+		}
+		var ino uint64
+		if _, err := fmt.Sscan(f[1], &ino); err != nil {
+			return nil, fmt.Errorf("listing line %q: inode: %w", line, err)
+		}
+		files = append(files, NodeFile{Name: f[3], Socket: f[0] == "s", Inode: ino, Ctime: f[2]})
+	}
+	return files, nil
+}

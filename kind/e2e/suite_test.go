@@ -1,0 +1,383 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Environment:
+//
+//	E2E_PROVIDER       local (default) or kind
+//	E2E_IMAGE_ARCHIVE  the image to test (default bin/image.tar, from `make image`)
+//	E2E_KEEP           set: leave the cluster up (and the last state deployed) at the end
+//	E2E_LOCKED         set to 1 by `make e2e`, which already holds the local node's lock
+const (
+	manifestsDir = "manifests"
+	retryOverlay = "kind/e2e/overlays/retry"
+	// LocalNodeLock serialises every user of the one local node.
+	LocalNodeLock = "/tmp/csi-registrar-localnode.lock"
+)
+
+var (
+	cl       *Cluster
+	cfg      DriverConfig // what manifests/ configures
+	allNodes []string     // every node (the DaemonSet tolerates every taint), sorted
+)
+
+func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
+
+func logf(format string, args ...any) {
+	fmt.Printf("e2e %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+func runSuite(m *testing.M) int {
+	flag.Parse()
+	start := time.Now()
+	defer func() { logf("suite finished in %s", time.Since(start).Round(100*time.Millisecond)) }()
+	root, err := RepoRoot()
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	name := os.Getenv("E2E_PROVIDER")
+	if name == "" {
+		name = "local"
+	}
+	if name == "local" && os.Getenv("E2E_LOCKED") != "1" {
+		unlock, err := lockLocalNode()
+		if err != nil {
+			logf("%v", err)
+			return 1
+		}
+		defer unlock()
+	}
+	p, err := NewProvider(name, root)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+
+	t := time.Now()
+	logf("provider %s: bringing the cluster up", p.Name())
+	started, err := p.Up(ctx)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	logf("cluster up in %s (started now: %v)", time.Since(t).Round(100*time.Millisecond), started)
+	if os.Getenv("E2E_KEEP") == "" {
+		defer func() {
+			t := time.Now()
+			if err := p.Down(context.Background()); err != nil {
+				logf("tear-down: %v", err)
+			}
+			logf("cluster torn down in %s", time.Since(t).Round(100*time.Millisecond))
+		}()
+	} else {
+		defer logf("E2E_KEEP is set: the cluster stays up (KUBECONFIG=%s)", p.Kubeconfig())
+	}
+	if cl, err = NewCluster(p, root); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	if err := setup(ctx, root); err != nil {
+		logf("setup failed: %v", err)
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		fmt.Println(cl.Diagnostics(dctx, allNodes))
+		return 1
+	}
+	code := m.Run()
+	printTimings()
+	return code
+}
+
+// lockLocalNode takes the local node's lock (flock, as `flock FILE cmd`
+// does). The descriptor is close-on-exec: the daemons up.sh starts do not
+// inherit it.
+func lockLocalNode() (func(), error) {
+	f, err := os.OpenFile(LocalNodeLock, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		logf("waiting for %s (another user of the local node holds it)", LocalNodeLock)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", LocalNodeLock, err)
+		}
+	}
+	return func() { f.Close() }, nil
+}
+
+// setup loads the image, starts from a clean slate (nothing of ours
+// deployed, no topology label left from an earlier run, so that the kubelet
+// is seen writing it) and deploys manifests/, measuring how long the kubelet
+// took to register the driver on each node.
+func setup(ctx context.Context, root string) error {
+	archive := os.Getenv("E2E_IMAGE_ARCHIVE")
+	if archive == "" {
+		archive = filepath.Join(root, "bin", "image.tar")
+	}
+	if _, err := os.Stat(archive); err != nil {
+		return fmt.Errorf("image archive: %w (run `make image`, or set E2E_IMAGE_ARCHIVE)", err)
+	}
+	t := time.Now()
+	if err := cl.Provider.LoadImage(ctx, archive); err != nil {
+		return err
+	}
+	logf("loaded %s in %s", archive, time.Since(t).Round(100*time.Millisecond))
+
+	ds, err := cl.RenderDaemonSet(ctx, manifestsDir)
+	if err != nil {
+		return err
+	}
+	if cfg, err = ConfigOf(ds); err != nil {
+		return err
+	}
+	if !cfg.NodeIDIsNodeName || len(cfg.Topology) == 0 || cfg.MaxVolumes <= 0 {
+		return fmt.Errorf("manifests/ must pass --node-id=$(KUBE_NODE_NAME) from spec.nodeName, a --topology and --max-volumes-per-node for the suite to check them: %+v", cfg)
+	}
+	logf("manifests/ configures: driver %s, node ID = node name, topology %v, max volumes %d", cfg.Driver, cfg.Topology, cfg.MaxVolumes)
+
+	nl, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	allNodes = nil
+	for _, n := range nl.Items {
+		allNodes = append(allNodes, n.Name)
+	}
+	sort.Strings(allNodes)
+
+	t = time.Now()
+	if err := cl.Delete(ctx, manifestsDir); err != nil {
+		return err
+	}
+	for _, n := range allNodes {
+		if err := setTopologyLabels(ctx, n, nil); err != nil {
+			return err
+		}
+		// Nothing of ours runs now: a socket of ours left in plugins_registry
+		// was leaked by a killed registrar (or a broken one) and keeps the
+		// driver registered. Remove it, as an operator would.
+		files, err := cl.Provider.PluginsRegistry(ctx, n)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if strings.HasPrefix(f.Name, cfg.Driver) {
+				logf("node %s: removing %s/%s, left behind by an earlier run", n, PluginsRegistry, f.Name)
+				if err := cl.Provider.RemoveFile(ctx, n, PluginsRegistry+"/"+f.Name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := waitUnregistered(ctx, 30*time.Second); err != nil {
+		// No socket of ours is left, yet the API still says registered: the
+		// kubelet lost the registration (e.g. it failed to re-register after
+		// a restart) and will never remove it. Remove it as it would have.
+		logf("%v: removing the stale registration through the API", err)
+		for _, n := range allNodes {
+			if err := clearRegistration(ctx, n); err != nil {
+				return err
+			}
+		}
+		if err := waitUnregistered(ctx, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	logf("clean slate (nothing deployed, no topology label) in %s", time.Since(t).Round(100*time.Millisecond))
+
+	var recs []*Recorder
+	for _, n := range allNodes {
+		r, err := cl.RecordCSINode(ctx, n)
+		if err != nil {
+			return err
+		}
+		defer r.Stop()
+		recs = append(recs, r)
+	}
+	pods, err := cl.RecordPods(ctx)
+	if err != nil {
+		return err
+	}
+	defer pods.Stop()
+	t0 := time.Now()
+	if err := cl.Apply(ctx, manifestsDir); err != nil {
+		return err
+	}
+	// Registered, whatever the values: case 1 checks them.
+	if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
+		return err
+	}
+	for i, n := range allNodes {
+		_, ev, err := recs[i].Await(ctx, 0, time.Second, "entry registered", func(s State) bool {
+			return len(CSINodeEntries(s.CSINode(n), cfg.Driver)) == 1
+		})
+		if err != nil {
+			return err
+		}
+		record("setup", fmt.Sprintf("apply -k manifests/ -> CSINode entry on %s", n), ev.At.Sub(t0))
+		_, ev, err = pods.Await(ctx, 0, time.Second, "pod Ready", func(s State) bool {
+			for _, p := range s.Pods() {
+				if p.Spec.NodeName == n && PodReady(p) {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return err
+		}
+		record("setup", fmt.Sprintf("apply -k manifests/ -> pod Ready on %s", n), ev.At.Sub(t0))
+	}
+	return nil
+}
+
+// setTopologyLabels sets the configured topology keys on a node to the values
+// in vals, and removes those that vals does not name.
+func setTopologyLabels(ctx context.Context, node string, vals map[string]string) error {
+	labels := map[string]any{}
+	for k := range cfg.Topology {
+		if v, ok := vals[k]; ok {
+			labels[k] = v
+		} else {
+			labels[k] = nil
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	_, err := cl.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// clearRegistration removes the driver's key from the node annotation and its
+// entry from the CSINode, as the kubelet does when it unregisters a driver.
+func clearRegistration(ctx context.Context, node string) error {
+	nd, err := cl.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	m, err := AnnotationMap(nd)
+	if err != nil {
+		return err
+	}
+	if _, ok := m[cfg.Driver]; ok {
+		delete(m, cfg.Driver)
+		var v any // null removes the annotation
+		if len(m) > 0 {
+			js, _ := json.Marshal(m)
+			v = string(js)
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{NodeIDAnnotation: v}}})
+		if _, err := cl.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	cn, err := cl.Client.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	kept := cn.Spec.Drivers[:0]
+	for _, d := range cn.Spec.Drivers {
+		if d.Name != cfg.Driver {
+			kept = append(kept, d)
+		}
+	}
+	if len(kept) != len(cn.Spec.Drivers) {
+		cn.Spec.Drivers = kept
+		_, err = cl.Client.StorageV1().CSINodes().Update(ctx, cn, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// waitUnregistered waits until no node has the driver in its annotation or
+// CSINode (the kubelet unregisters it when its socket goes).
+func waitUnregistered(ctx context.Context, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, n := range allNodes {
+			r, err := cl.Registered(ctx, n, cfg.Driver)
+			if err != nil {
+				return false, err
+			}
+			if r.Annotated || len(r.Entries) > 0 {
+				last = fmt.Sprintf("node %s: annotated %v, %d CSINode entries", n, r.Annotated, len(r.Entries))
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the driver is still registered (%s): %w; is a socket of a process that is gone still in %s?", last, err, PluginsRegistry)
+	}
+	return nil
+}
+
+// Measured times, printed as they are taken and again at the end.
+var (
+	timingsMu sync.Mutex
+	timings   []timing
+)
+
+type timing struct {
+	scope, what string
+	d           time.Duration
+}
+
+func record(scope, what string, d time.Duration) {
+	timingsMu.Lock()
+	timings = append(timings, timing{scope, what, d})
+	timingsMu.Unlock()
+	logf("measured [%s] %s: %.3f s", scope, what, d.Seconds())
+}
+
+// measure records a time measured by test t.
+func measure(t *testing.T, what string, d time.Duration) {
+	t.Helper()
+	scope := t.Name()
+	if i := strings.IndexByte(scope, '/'); i >= 0 {
+		scope = scope[i+1:]
+	}
+	timingsMu.Lock()
+	timings = append(timings, timing{scope, what, d})
+	timingsMu.Unlock()
+	t.Logf("measured: %s: %.3f s", what, d.Seconds())
+}
+
+func printTimings() {
+	timingsMu.Lock()
+	defer timingsMu.Unlock()
+	fmt.Println("\n==== measured times (seconds) ====")
+	w := 0
+	for _, x := range timings {
+		w = max(w, len(x.scope))
+	}
+	for _, x := range timings {
+		fmt.Printf("%-*s  %8.3f  %s\n", w, x.scope, x.d.Seconds(), x.what)
+	}
+	fmt.Println()
+}

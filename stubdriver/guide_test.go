@@ -1,0 +1,141 @@
+package stubdriver_test
+
+import (
+	"bufio"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// guideMarker precedes the command block of GUIDE.md that TestGuideRename runs.
+const guideMarker = "<!-- guide-test: run -->"
+
+// guideBlock returns the first ```sh block after guideMarker in GUIDE.md.
+func guideBlock(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open("GUIDE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var (
+		block               []string
+		marked, inBlock, ok bool
+	)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case !marked:
+			marked = strings.TrimSpace(line) == guideMarker
+		case !inBlock:
+			inBlock = line == "```sh"
+		case line == "```":
+			ok = true
+		default:
+			block = append(block, line)
+		}
+		if ok {
+			break
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatalf("GUIDE.md has no ```sh block after %q", guideMarker)
+	}
+	return strings.Join(block, "\n") + "\n"
+}
+
+// TestGuideRename runs GUIDE.md's copy-and-rename commands as a driver author
+// would: stubdriver becomes package mydriver of a new module, driver name
+// my.csi.example.com, with a main program; the new module's go vet and go
+// test (its unit tests, csi-sanity, the example whose output names the
+// driver) must pass. Offline: the module cache is warm after this module's
+// own build, and GOPROXY=off proves nothing else is fetched.
+func TestGuideRename(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the guide test builds and tests a renamed copy of the package (about 20 s)")
+	}
+	script := guideBlock(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil ||
+		!strings.HasPrefix(string(b), "module github.com/csi-registrar/csi-registrar\n") {
+		t.Fatalf("%s is not the csi-registrar module root: %v", root, err)
+	}
+	work := t.TempDir()
+	driver := filepath.Join(work, "mydriver")
+	const (
+		module = "example.com/mydriver"
+		pkg    = "mydriver"
+		name   = "my.csi.example.com"
+	)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = work
+	cmd.Env = append(guideEnv(),
+		"CSI_REGISTRAR="+root, "DRIVER="+driver, "MODULE="+module, "PKG="+pkg, "NAME="+name,
+		// The same toolchain as this test, offline, allowed to write go.mod.
+		"PATH="+filepath.Join(runtime.GOROOT(), "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("the guide's commands took %s:\n%s", time.Since(start).Round(100*time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("the guide's commands failed: %v\n%s", err, out)
+	}
+	if want := "ok  \t" + module + "/pkg/" + pkg; !strings.Contains(string(out), want) {
+		t.Errorf("go test of the renamed package did not report %q:\n%s", want, out)
+	}
+
+	// The rename is complete: nothing in the Go files still names stubdriver
+	// or its driver name, and the new name is the default.
+	err = filepath.WalkDir(driver, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, old := range []string{"stubdriver", "stub.csi.example.com", "csi-registrar/csi-registrar/stubdriver"} {
+			if strings.Contains(string(b), old) {
+				t.Errorf("%s still contains %q after the rename", p, old)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(driver, "pkg", pkg, "driver.go")); err != nil ||
+		!strings.Contains(string(b), `const DefaultName = "`+name+`"`) {
+		t.Errorf("driver.go does not set DefaultName to %q: %v", name, err)
+	}
+}
+
+// guideEnv is the test's environment without the variables the guide's
+// commands set, and without Go settings that would change what they do.
+func guideEnv() []string {
+	drop := map[string]bool{"CSI_REGISTRAR": true, "DRIVER": true, "MODULE": true, "PKG": true, "NAME": true,
+		"GOFLAGS": true, "GOPROXY": true, "GOWORK": true, "GOTOOLCHAIN": true, "PATH": true}
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
