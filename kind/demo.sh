@@ -50,7 +50,8 @@ up() {
   "$KUBECTL" -n csi-registrar rollout restart daemonset/csi-stub-node >/dev/null
   step "waiting for the DaemonSet"
   "$KUBECTL" -n csi-registrar rollout status daemonset/csi-stub-node --timeout=180s
-  bash kind/show.sh
+  step "waiting until the kubelet lists the driver in every CSINode"
+  bash kind/show.sh --wait
   cat <<EOT
 
 Inspect:   export KUBECONFIG=$KUBECONFIG
