@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // livenessTimeout is how long /healthz waits for the control loop to answer.
@@ -19,7 +17,7 @@ func (r *Registrar) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", r.serveHealthz)
 	mux.HandleFunc("GET /readyz", r.serveReadyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", r.metrics)
 	if r.opts.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

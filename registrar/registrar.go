@@ -335,15 +335,11 @@ func (r *Registrar) serve(ctx context.Context, watcher *fsnotify.Watcher, drv *d
 	}()
 	hooks := serverHooks{
 		onGetInfo: func() {
-			r.metrics.getInfo.Inc()
+			r.metrics.addGetInfo()
 			log.Debug("GetInfo from the kubelet")
 		},
 		onNotify: func(st *registerapi.RegistrationStatus) {
-			if st.PluginRegistered {
-				r.metrics.notifications.WithLabelValues("registered").Inc()
-			} else {
-				r.metrics.notifications.WithLabelValues("rejected").Inc()
-			}
+			r.metrics.addNotification(st.PluginRegistered)
 		},
 	}
 	scheduleRetry := func(reason string) time.Duration {
@@ -368,7 +364,7 @@ func (r *Registrar) serve(ctx context.Context, watcher *fsnotify.Watcher, drv *d
 		}
 		cur = serveRegistration(sock, newRegistrationServer(name, r.opts.KubeletRegistrationPath, hooks))
 		handled = nil
-		r.metrics.socketCreations.WithLabelValues(reason).Inc()
+		r.metrics.addSocketCreation(reason)
 		r.setStage(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
 		log.Info("registration socket created", "reason", reason, "outcome", "serving")
 		silence.set(r.opts.KubeletWait)
