@@ -17,7 +17,7 @@ func (r *Registrar) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", r.serveHealthz)
 	mux.HandleFunc("GET /readyz", r.serveReadyz)
-	mux.Handle("GET /metrics", r.metrics)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { r.metrics.serve(w, r.Status().Stage) })
 	if r.opts.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

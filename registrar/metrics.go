@@ -10,9 +10,10 @@ import (
 	"sync"
 )
 
-// metrics are the registrar's Prometheus series, written in the Prometheus
-// text exposition format (version 0.0.4) by ServeHTTP. Each Registrar has its
-// own, so several can live in one process.
+// metrics count what the registrar's Prometheus series report; write renders
+// them, with the current stage, in the Prometheus text exposition format
+// (version 0.0.4). Each Registrar has its own, so several can live in one
+// process.
 //
 // Five series do not need a metrics library: github.com/prometheus/client_golang
 // cost 0.8 MB of the shipped binary and about 1 ms of start-up (its package
@@ -20,7 +21,6 @@ import (
 // check the output with Prometheus' own parser.
 type metrics struct {
 	mu              sync.Mutex
-	stage           Stage
 	notifications   map[string]uint64 // by outcome: registered, rejected
 	socketCreations map[string]uint64 // by reason: start, deleted, rejected, kubelet-silent, conflict
 	getInfo         uint64
@@ -44,12 +44,6 @@ func newMetrics() *metrics {
 		notifications:   map[string]uint64{"registered": 0, "rejected": 0},
 		socketCreations: map[string]uint64{},
 	}
-}
-
-func (m *metrics) setStage(s Stage) {
-	m.mu.Lock()
-	m.stage = s
-	m.mu.Unlock()
 }
 
 func (m *metrics) setReachable(ok bool) {
@@ -80,15 +74,16 @@ func (m *metrics) addSocketCreation(reason string) {
 	m.mu.Unlock()
 }
 
-// ServeHTTP writes every series in the text exposition format.
-func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+// serve writes every series in the text exposition format; stage is the
+// registrar's current stage.
+func (m *metrics) serve(w http.ResponseWriter, stage Stage) {
 	w.Header().Set("Content-Type", metricsContentType)
-	m.write(w)
+	m.write(w, stage)
 }
 
-func (m *metrics) write(w io.Writer) {
+func (m *metrics) write(w io.Writer, stage Stage) {
 	m.mu.Lock()
-	stage, getInfo, reachable := m.stage, m.getInfo, m.driverReachable
+	getInfo, reachable := m.getInfo, m.driverReachable
 	notifications, creations := labelled(m.notifications), labelled(m.socketCreations)
 	m.mu.Unlock()
 

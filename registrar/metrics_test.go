@@ -1,7 +1,6 @@
 package registrar
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -15,7 +14,6 @@ import (
 // escaping.
 func TestMetricsExposition(t *testing.T) {
 	m := newMetrics()
-	m.setStage(StageRejected)
 	m.setReachable(true)
 	m.addGetInfo()
 	m.addGetInfo()
@@ -29,7 +27,7 @@ func TestMetricsExposition(t *testing.T) {
 	m.addSocketCreation(odd)
 
 	rec := httptest.NewRecorder()
-	m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	m.serve(rec, StageRejected)
 	if ct := rec.Header().Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
 		t.Errorf("Content-Type = %q, want the text exposition format 0.0.4", ct)
 	}
@@ -99,7 +97,7 @@ func TestMetricsExposition(t *testing.T) {
 // outcomes at 0 (so that rate() starts from 0) and no socket creation yet.
 func TestMetricsBeforeAnyEvent(t *testing.T) {
 	rec := httptest.NewRecorder()
-	newMetrics().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	newMetrics().serve(rec, StageStarting)
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(rec.Body)
 	if err != nil {

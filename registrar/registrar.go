@@ -154,7 +154,6 @@ func (r *Registrar) setStage(s Stage, detail string) {
 		}
 		st.Stage, st.Detail = s, detail
 	})
-	r.metrics.setStage(s)
 }
 
 // Run registers the driver and keeps it registered until ctx ends, then stops
