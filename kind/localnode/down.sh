@@ -203,8 +203,11 @@ fi
 
 if $purge; then
   if [[ -d "$KUBELET_ROOT" ]] && ! grep -qx "$KUBELET_ROOT" "$STATE_DIR/created-dirs" 2>/dev/null; then
-    # The kubelet root existed before: remove only the kubelet's own state.
-    for e in pods pki checkpoints cpu_manager_state memory_manager_state dra_manager_state; do
+    # The kubelet root existed before: remove only the kubelet's own state
+    # (what a v1.34 kubelet writes there; plugins/ and plugins_registry/ may
+    # hold other drivers' files and stay).
+    for e in pods pki checkpoints cpu_manager_state memory_manager_state dra_manager_state \
+      allocated_pods_state actuated_pods_state pod-resources device-plugins; do
       rm -rf --one-file-system "${KUBELET_ROOT:?}/$e"
     done
   fi
