@@ -53,7 +53,7 @@ cold=false
 build_is_current || cold=true
 if $cold; then
   echo "Cold start: Kubernetes $K8S_VERSION is not built yet in $LOCALNODE_BIN."
-  echo "This takes several minutes (about 10-15 min on 2 cores with empty Go caches); later runs take seconds."
+  echo "This takes several minutes (6-8 min measured on 2 cores with an empty Go build cache); later runs take seconds."
 fi
 
 step "checking Debian packages"
