@@ -88,9 +88,9 @@ func TestGuideRename(t *testing.T) {
 	cmd.Dir = work
 	cmd.Env = append(guideEnv(),
 		"CSI_REGISTRAR="+root, "DRIVER="+driver, "MODULE="+module, "PKG="+pkg, "NAME="+name,
-		// The same toolchain and module proxy as this test, allowed to write go.mod.
+		// The same toolchain as this test (and, inherited, its module proxy), allowed to write go.mod.
 		"PATH="+filepath.Join(runtime.GOROOT(), "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOPROXY="+goproxy(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
+		"GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("the guide's commands took %s:\n%s", time.Since(start).Round(100*time.Millisecond), out)
@@ -128,10 +128,11 @@ func TestGuideRename(t *testing.T) {
 }
 
 // guideEnv is the test's environment without the variables the guide's
-// commands set, and without Go settings that would change what they do.
+// commands set, and without Go settings that would change what they do
+// (GOPROXY stays: the guide's go mod tidy uses the proxy a driver author uses).
 func guideEnv() []string {
 	drop := map[string]bool{"CSI_REGISTRAR": true, "DRIVER": true, "MODULE": true, "PKG": true, "NAME": true,
-		"GOFLAGS": true, "GOPROXY": true, "GOWORK": true, "GOTOOLCHAIN": true, "PATH": true}
+		"GOFLAGS": true, "GOWORK": true, "GOTOOLCHAIN": true, "PATH": true}
 	var env []string
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
@@ -139,14 +140,4 @@ func guideEnv() []string {
 		}
 	}
 	return env
-}
-
-// goproxy is the module proxy setting of the go command running this test, so
-// that the guide's go mod tidy reaches the same proxy a driver author uses.
-func goproxy() string {
-	out, err := exec.Command("go", "env", "GOPROXY").Output()
-	if err != nil {
-		return "off"
-	}
-	return strings.TrimSpace(string(out))
 }
