@@ -21,7 +21,8 @@ import (
 // check the output with Prometheus' own parser.
 type metrics struct {
 	mu              sync.Mutex
-	notifications   map[string]uint64 // by outcome: registered, rejected
+	registered      uint64            // NotifyRegistrationStatus(true) calls
+	rejected        uint64            // NotifyRegistrationStatus(false) calls
 	socketCreations map[string]uint64 // by reason: start, deleted, rejected, kubelet-silent, conflict
 	getInfo         uint64
 	driverReachable bool
@@ -39,11 +40,7 @@ const (
 )
 
 func newMetrics() *metrics {
-	return &metrics{
-		// Both outcomes are always listed, so that a rate() over them starts at 0.
-		notifications:   map[string]uint64{"registered": 0, "rejected": 0},
-		socketCreations: map[string]uint64{},
-	}
+	return &metrics{socketCreations: map[string]uint64{}}
 }
 
 func (m *metrics) setReachable(ok bool) {
@@ -59,12 +56,12 @@ func (m *metrics) addGetInfo() {
 }
 
 func (m *metrics) addNotification(registered bool) {
-	outcome := "rejected"
-	if registered {
-		outcome = "registered"
-	}
 	m.mu.Lock()
-	m.notifications[outcome]++
+	if registered {
+		m.registered++
+	} else {
+		m.rejected++
+	}
 	m.mu.Unlock()
 }
 
@@ -83,8 +80,8 @@ func (m *metrics) serve(w http.ResponseWriter, stage Stage) {
 
 func (m *metrics) write(w io.Writer, stage Stage) {
 	m.mu.Lock()
-	getInfo, reachable := m.getInfo, m.driverReachable
-	notifications, creations := labelled(m.notifications), labelled(m.socketCreations)
+	getInfo, reachable, registered, rejected := m.getInfo, m.driverReachable, m.registered, m.rejected
+	creations := labelled(m.socketCreations)
 	m.mu.Unlock()
 
 	var b strings.Builder
@@ -93,9 +90,9 @@ func (m *metrics) write(w io.Writer, stage Stage) {
 		sample(&b, metricRegistrationStage, "stage", s.String(), boolValue(s == stage))
 	}
 	family(&b, metricNotifications, "counter", "NotifyRegistrationStatus calls from the kubelet, by outcome (registered or rejected).")
-	for _, l := range notifications {
-		sample(&b, metricNotifications, "outcome", l.value, l.n)
-	}
+	// Both outcomes are always listed, so that a rate() over them starts at 0.
+	sample(&b, metricNotifications, "outcome", "registered", registered)
+	sample(&b, metricNotifications, "outcome", "rejected", rejected)
 	family(&b, metricSocketCreations, "counter", "Registration sockets created, by reason (start, deleted, rejected, kubelet-silent, conflict).")
 	for _, l := range creations {
 		sample(&b, metricSocketCreations, "reason", l.value, l.n)
@@ -123,13 +120,13 @@ func labelled(counts map[string]uint64) []labelCount {
 }
 
 func family(b *strings.Builder, name, typ, help string) {
-	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, helpEscaper.Replace(help), name, typ)
 }
 
 func sample(b *strings.Builder, name, label, value string, n uint64) {
 	b.WriteString(name)
 	if label != "" {
-		fmt.Fprintf(b, "{%s=\"%s\"}", label, escapeLabelValue(value))
+		fmt.Fprintf(b, "{%s=\"%s\"}", label, labelEscaper.Replace(value))
 	}
 	b.WriteByte(' ')
 	b.WriteString(strconv.FormatUint(n, 10))
@@ -149,6 +146,3 @@ var (
 	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
 	labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
 )
-
-func escapeHelp(s string) string       { return helpEscaper.Replace(s) }
-func escapeLabelValue(s string) string { return labelEscaper.Replace(s) }
