@@ -25,8 +25,9 @@ build: ## bin/csi-registrar: static, stripped, version from git
 build-all: build ## also cross-compile linux/arm64 (bin/csi-registrar-linux-arm64)
 	GOOS=linux GOARCH=arm64 $(GOBUILD) -o bin/csi-registrar-linux-arm64 ./cmd/csi-registrar
 
-test: ## vet, gofmt, unit + integration tests, csi-sanity, fuzz seed corpora
+test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz seed corpora
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...   # honnef.co/go/tools, pinned in go.mod's tool block
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -count=1 ./...

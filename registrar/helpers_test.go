@@ -214,8 +214,6 @@ type namedDriver struct {
 
 func (d *namedDriver) setReady(ok bool) { d.mu.Lock(); d.notReady = !ok; d.mu.Unlock() }
 
-func (d *namedDriver) setName(n string) { d.mu.Lock(); d.name = n; d.mu.Unlock() }
-
 func (d *namedDriver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -113,12 +113,12 @@ func TestReplacedSocketNotFought(t *testing.T) {
 	sock := e.regSock(stubName)
 	eventually(t, "registration socket", func() bool { return answers(sock) })
 	// Another registrar takes the path: remove + listen, as a second copy would.
-	other, err := registrar.Listen(sock)
-	if err == nil {
+	if other, err := registrar.Listen(sock); err == nil {
+		other.Close()
 		t.Fatal("Listen on a live socket succeeded, want a conflict")
 	}
 	os.Remove(sock)
-	other, err = registrar.Listen(sock)
+	other, err := registrar.Listen(sock)
 	if err != nil {
 		t.Skipf("the registrar re-created its socket first (%v); nothing to fight over", err)
 	}

@@ -226,7 +226,7 @@ func (r *Registrar) waitForDriver(ctx context.Context, watcher *fsnotify.Watcher
 	retry := newBackoff(10*time.Millisecond, time.Second)
 	var retryAt alarm
 	defer retryAt.stop()
-	lastErr := errors.New("socket does not exist yet")
+	var lastErr error
 	for {
 		r.driverChecks.Add(1)
 		st, err := os.Stat(r.driverPath)

@@ -91,10 +91,10 @@ type servingSocket struct {
 }
 
 func serveRegistration(sock *Socket, srv *registrationServer) *servingSocket {
-	// The messages are a few hundred bytes: small per-connection buffers, and
-	// a write buffer shared between connections, keep a flood of kubelet-like
-	// clients from costing 64 KiB of buffers per connection.
-	g := grpc.NewServer(grpc.SharedWriteBuffer(true), grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
+	// The messages are a few hundred bytes: small per-connection buffers (gRPC
+	// shares write buffers between connections by default) keep a flood of
+	// kubelet-like clients from costing 64 KiB of buffers per connection.
+	g := grpc.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
 	registerapi.RegisterRegistrationServer(g, srv)
 	ss := &servingSocket{sock: sock, server: srv, grpc: g, done: make(chan struct{})}
 	go func() {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +88,7 @@ func TestGuideRename(t *testing.T) {
 	cmd.Env = append(guideEnv(),
 		"CSI_REGISTRAR="+root, "DRIVER="+driver, "MODULE="+module, "PKG="+pkg, "NAME="+name,
 		// The same toolchain as this test (and, inherited, its module proxy), allowed to write go.mod.
-		"PATH="+filepath.Join(runtime.GOROOT(), "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PATH="+goBinDir(t)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -140,4 +139,18 @@ func guideEnv() []string {
 		}
 	}
 	return env
+}
+
+// goBinDir is the bin directory of the toolchain running the tests ("go env
+// GOROOT" of the go command on PATH when the test binary was not started by it).
+func goBinDir(t *testing.T) string {
+	root := os.Getenv("GOROOT")
+	if root == "" {
+		out, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			t.Fatalf("go env GOROOT: %v", err)
+		}
+		root = strings.TrimSpace(string(out))
+	}
+	return filepath.Join(root, "bin")
 }

@@ -105,15 +105,6 @@ func (p *proc) wait(t *testing.T) int {
 	return p.state.ExitCode()
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // waitLog waits until n log lines contain all of subs and returns them.
 func (p *proc) waitLog(t *testing.T, n int, subs ...string) []string {
 	t.Helper()

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -54,7 +53,8 @@ func TestMain(m *testing.M) {
 
 // goTool is the go command of the toolchain running the tests.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	// GOROOT is set by the go command for the tests it runs.
+	if p := filepath.Join(os.Getenv("GOROOT"), "bin", "go"); os.Getenv("GOROOT") != "" && fileExists(p) {
 		return p
 	}
 	return "go"
