@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl
-# from k8s.io/kubernetes through the Go module proxy (nested module k8sbuild/),
+# from k8s.io/kubernetes through the Go module proxy (nested module k8sbuild/<minor>/),
 # into the version-keyed cache dir. Skips when the binaries are already current.
 #   build.sh [--force]
 set -euo pipefail
@@ -16,7 +16,7 @@ if [[ "${1:-}" != --force ]] && build_is_current; then
 fi
 command -v go >/dev/null || die "go is not installed"
 
-cd "$here/k8sbuild"
+cd "$K8SBUILD_DIR"
 # Version stamping as Kubernetes' own hack/lib/version.sh does; build date = release tag time.
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 date=$(go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)

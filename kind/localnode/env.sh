@@ -4,14 +4,41 @@
 #   kind/localnode/env.sh             # prints them as export lines: eval "$(kind/localnode/env.sh)"
 #
 # Everything (binaries, certs, kubeconfigs, state, logs, pid files) lives outside the
-# clone, keyed by the Kubernetes version pinned in k8sbuild/go.mod, so a fresh clone
+# clone, keyed by the Kubernetes version (k8sbuild/<minor>/go.mod), so a fresh clone
 # reuses a warm build and can stop a node that an earlier clone started.
 # Sourced into an interactive shell, so no `set -e` here unless run directly.
 
 LOCALNODE_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# LOCALNODE_K8S_VERSION overrides the pinned version (down.sh uses it to stop a node
-# that was started from a clone pinned to another version).
-K8S_VERSION="${LOCALNODE_K8S_VERSION:-$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$LOCALNODE_SRC/k8sbuild/go.mod")}"
+# The Kubernetes version: K8S=1.37 (or K8S_VERSION=1.37 / v1.37.2) picks the nested build
+# module k8sbuild/1.37/, which pins the release's latest patch; unset, the newest folder.
+# LOCALNODE_K8S_VERSION (a full version) overrides both: down.sh uses it to stop a node
+# that was started with another version.
+k8s_minor_dirs() { (cd "$LOCALNODE_SRC/k8sbuild" && ls -d 1.*/ 2>/dev/null | tr -d / | sort -V); }
+if [[ -n "${LOCALNODE_K8S_VERSION:-}" ]]; then
+  K8S_VERSION=$LOCALNODE_K8S_VERSION
+else
+  _k8s_want=${K8S:-${K8S_VERSION:-}}
+  _k8s_want=${_k8s_want#v}
+  if [[ -z "$_k8s_want" ]]; then
+    K8S_MINOR=$(k8s_minor_dirs | tail -n1)
+  elif [[ "$_k8s_want" =~ ^(1\.[0-9]+)(\.[0-9]+)?$ ]]; then
+    K8S_MINOR=${BASH_REMATCH[1]}
+  else
+    echo "K8S=$_k8s_want: not a Kubernetes version; use the minor release, e.g. K8S=1.37 (supported: $(k8s_minor_dirs | tr '\n' ' '))" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+  if [[ ! -f "$LOCALNODE_SRC/k8sbuild/$K8S_MINOR/go.mod" ]]; then
+    echo "K8S=$_k8s_want: Kubernetes $K8S_MINOR is not supported by the local node (supported: $(k8s_minor_dirs | tr '\n' ' ')); add it with kind/localnode/k8sbuild/gen-gomod.sh v$K8S_MINOR.N" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+  K8S_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$LOCALNODE_SRC/k8sbuild/$K8S_MINOR/go.mod")
+  if [[ "$_k8s_want" =~ ^1\.[0-9]+\.[0-9]+$ && "v$_k8s_want" != "$K8S_VERSION" ]]; then
+    echo "K8S_VERSION=v$_k8s_want: the local node builds $K8S_VERSION for Kubernetes $K8S_MINOR (the patch pinned in k8sbuild/$K8S_MINOR/go.mod)" >&2
+  fi
+  unset _k8s_want
+fi
+K8S_MINOR=$(sed -E 's/^v(1\.[0-9]+)\..*/\1/' <<<"$K8S_VERSION")
+K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/$K8S_MINOR"
 LOCALNODE_ROOT="${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/csi-registrar/localnode"
 LOCALNODE_CACHE="$LOCALNODE_ROOT/$K8S_VERSION"
 LOCALNODE_BIN="$LOCALNODE_CACHE/bin"
@@ -31,7 +58,7 @@ fi
 # Picked up by ctr, so `ctr images ls` talks to the node's containerd.
 CONTAINERD_ADDRESS="$LOCALNODE_RUNTIME/containerd/containerd.sock"
 CONTAINERD_NAMESPACE=k8s.io
-export LOCALNODE_SRC K8S_VERSION LOCALNODE_ROOT LOCALNODE_CACHE LOCALNODE_BIN LOCALNODE_RUNTIME \
+export LOCALNODE_SRC K8S_VERSION K8S_MINOR K8SBUILD_DIR LOCALNODE_ROOT LOCALNODE_CACHE LOCALNODE_BIN LOCALNODE_RUNTIME \
   KUBECONFIG KUBECTL KUBECACHEDIR NODE_NAME CONTAINERD_ADDRESS CONTAINERD_NAMESPACE
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then

@@ -160,9 +160,9 @@ node_ready() {
 
 COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
-# build_is_current: the five binaries exist and were built from the pinned k8sbuild/go.mod.
+# build_is_current: the five binaries exist and were built from the pinned k8sbuild/<minor>/go.mod.
 build_stamp() {
-  echo "$K8S_VERSION $(cat "$LOCALNODE_SRC/k8sbuild/go.mod" "$LOCALNODE_SRC/k8sbuild/go.sum" | sha256sum | cut -c1-16)"
+  echo "$K8S_VERSION $(cat "$K8SBUILD_DIR/go.mod" "$K8SBUILD_DIR/go.sum" | sha256sum | cut -c1-16)"
 }
 build_is_current() {
   local b

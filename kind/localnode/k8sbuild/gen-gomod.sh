@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Regenerate go.mod/go.sum/tools.go of this nested build module for a Kubernetes release.
-#   ./gen-gomod.sh v1.34.5
+# Generate go.mod/go.sum/tools.go of the nested build module for one Kubernetes release,
+# in the folder named after its minor version (k8sbuild/1.37/ for v1.37.x).
+#   ./gen-gomod.sh v1.37.2
 # k8s.io/kubernetes is not meant to be imported: its go.mod replaces the k8s.io/*
 # staging modules with ./staging paths. We mirror those replaces with the published
 # v0.X.Y staging modules so the binaries build from the Go module proxy alone.
-# Only this folder's go.mod changes; the project's root go.mod never sees Kubernetes.
+# Only that folder changes; the project's root go.mod never sees Kubernetes.
+# The newest folder is the local node's default version (env.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
 
-K8S="${1:?usage: $0 v1.34.x}"
-[[ "$K8S" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "bad version: $K8S" >&2; exit 1; }
+K8S="${1:?usage: $0 v1.37.x}"
+[[ "$K8S" =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || { echo "bad version: $K8S (want v1.MINOR.PATCH)" >&2; exit 1; }
+MINOR="1.${BASH_REMATCH[1]}"
 STAGING="v0.${K8S#v1.}"
-MOD=github.com/csi-registrar/csi-registrar/kind/localnode/k8sbuild
+MOD="github.com/csi-registrar/csi-registrar/kind/localnode/k8sbuild/$MINOR"
 
 # Download outside any module so a half-written go.mod here cannot interfere.
 json=$(cd / && { GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S" || true; })
@@ -25,8 +28,10 @@ fi
 goline=$(grep -m1 '^go ' "$dir/go.mod")
 godebug=$(grep '^godebug ' "$dir/go.mod" || true)
 
+mkdir -p "$MINOR"
+cd "$MINOR"
 {
-  echo "// Nested module that builds Kubernetes binaries; regenerate with ./gen-gomod.sh."
+  echo "// Nested module that builds Kubernetes $MINOR binaries; regenerate with ../gen-gomod.sh."
   echo "module $MOD"
   echo
   echo "$goline"
@@ -56,4 +61,4 @@ EOT
 
 rm -f go.sum
 go mod tidy
-echo "k8sbuild: go.mod now requires k8s.io/kubernetes $K8S"
+echo "k8sbuild: $MINOR/go.mod now requires k8s.io/kubernetes $K8S"
