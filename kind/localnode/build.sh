@@ -10,6 +10,14 @@ source "$here/env.sh"
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$here/lib.sh"
 
+# One build per version at a time: a second caller waits, then finds it current.
+mkdir -p "$LOCALNODE_CACHE"
+exec {lockfd}>"$LOCALNODE_CACHE/build.lock"
+if ! flock -n "$lockfd"; then
+  echo "build: another build of Kubernetes $K8S_VERSION is running: waiting for it"
+  flock "$lockfd"
+fi
+
 if [[ "${1:-}" != --force ]] && build_is_current; then
   echo "build: Kubernetes $K8S_VERSION binaries are current in $LOCALNODE_BIN"
   exit 0
