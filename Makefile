@@ -50,7 +50,8 @@ image: bin/rootfs ## container image $(IMAGE) (docker if an engine answers, else
 	  docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) . ; \
 	  docker save -o $(IMAGE_TAR) $(IMAGE); \
 	else \
-	  command -v buildah >/dev/null || { echo "no Docker engine and no buildah: apt-get install buildah"; exit 1; }; \
+	  command -v buildah >/dev/null || { echo "no Docker engine answers and buildah is not installed: installing it"; \
+	    bash kind/localnode/install-deps.sh buildah; }; \
 	  echo "no Docker engine answers: building $(IMAGE) with buildah"; \
 	  mkdir -p $(BUILDAH_ROOT); \
 	  $(BUILDAH) build --quiet --isolation chroot --build-arg VERSION=$(VERSION) -t $(IMAGE) . >/dev/null; \
@@ -66,6 +67,7 @@ EXAMPLE_IMAGE_TAR ?= bin/example-image.tar
 .PHONY: example-image
 example-image: ## example workload image $(EXAMPLE_IMAGE) (manifests/examples/) and $(EXAMPLE_IMAGE_TAR)
 	rm -rf bin/example-rootfs && mkdir -p bin/example-rootfs $(BUILDAH_ROOT)
+	@docker info >/dev/null 2>&1 || command -v buildah >/dev/null || bash kind/localnode/install-deps.sh buildah
 	$(GOBUILD) -o bin/example-rootfs/writer ./manifests/examples/writer
 	BUILDAH="$(BUILDAH)" bash manifests/examples/writer/build-image.sh $(EXAMPLE_IMAGE) $(EXAMPLE_IMAGE_TAR) bin/example-rootfs
 # The e2e suite's template cases (kind/e2e/template_test.go) run the example pod.
