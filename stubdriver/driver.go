@@ -29,9 +29,10 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 
+	"github.com/csi-registrar/csi-registrar/grpcserve"
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/sockfile"
 )
 
 // DefaultName is the driver name used when Options.Name is empty.
@@ -73,10 +74,17 @@ type Options struct {
 	// DriverName are the driver's own (Endpoint and Name) and must be left
 	// empty; Logger defaults to the driver's.
 	Register *registrar.Options
+	// ShutdownTimeout bounds how long Run, once ctx ends, lets running calls
+	// (a publish that is mounting) finish before it cancels them and closes
+	// their connections. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	// Logger receives one line per served socket event and per published
 	// volume. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultShutdownTimeout is Options.ShutdownTimeout's default.
+const DefaultShutdownTimeout = 5 * time.Second
 
 // Driver serves the CSI Identity and Node services.
 type Driver struct {
@@ -93,6 +101,13 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.ShutdownTimeout < 0 {
+		return nil, &registrar.ValidationError{What: "Options.ShutdownTimeout", Value: opts.ShutdownTimeout.String(),
+			Rule: "must not be negative", Fix: "use a duration such as 5s"}
 	}
 	path, err := registrar.ParseEndpoint(opts.Endpoint)
 	if err != nil {
@@ -167,16 +182,14 @@ func (d *Driver) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	sock, err := registrar.Listen(d.path)
+	sock, err := sockfile.Listen(d.path)
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpcserve.NewServer()
 	csi.RegisterIdentityServer(srv, &identityServer{opts: &d.opts})
 	csi.RegisterNodeServer(srv, &nodeServer{opts: &d.opts, vols: d.vols})
-
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sock.Listener()) }()
+	serving := grpcserve.Serve(srv, sock.Listener())
 	d.log.Info("CSI driver serving", "nodeID", d.opts.NodeID, "stateDir", d.opts.StateDir, "outcome", "serving")
 
 	// The registrar starts only now that the socket listens: its first
@@ -185,8 +198,8 @@ func (d *Driver) Run(ctx context.Context) error {
 	if err == nil {
 		select {
 		case <-ctx.Done():
-		case err = <-served:
-			err = fmt.Errorf("serve %s: %w", d.path, err)
+		case <-serving.Done():
+			err = fmt.Errorf("serve %s: %w", d.path, serving.Err())
 		case err = <-reg.done:
 			reg.done = nil // consumed
 			if err != nil {
@@ -195,25 +208,11 @@ func (d *Driver) Run(ctx context.Context) error {
 		}
 	}
 	reg.stop()
-	gracefulStop(srv, 5*time.Second)
+	serving.Stop(d.opts.ShutdownTimeout)
 	if sock.Close() {
 		d.log.Info("CSI driver stopped; socket removed", "outcome", "removed")
 	} else {
 		d.log.Info("CSI driver stopped; the file at the socket path is not ours, left in place", "outcome", "kept")
 	}
 	return err
-}
-
-// gracefulStop lets running calls finish for up to grace, then stops hard.
-func gracefulStop(srv *grpc.Server, grace time.Duration) {
-	done := make(chan struct{})
-	go func() { srv.GracefulStop(); close(done) }()
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		srv.Stop()
-		<-done
-	}
 }
