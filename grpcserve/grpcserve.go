@@ -12,6 +12,7 @@
 package grpcserve
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -46,6 +47,9 @@ func Serve(srv *grpc.Server, ln net.Listener) *Serving {
 	go func() {
 		defer close(s.done)
 		s.err = srv.Serve(s.conns)
+		if errors.Is(s.err, grpc.ErrServerStopped) {
+			s.err = nil // Stop came before Serve started
+		}
 	}()
 	return s
 }
