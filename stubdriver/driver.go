@@ -10,6 +10,7 @@
 //   - identityserver.go  GetPluginInfo, GetPluginCapabilities, Probe
 //   - nodeserver.go      NodeGetInfo, NodeGetCapabilities, NodePublishVolume, NodeUnpublishVolume
 //   - volumes.go         the ephemeral volumes: directories, publish, unpublish
+//   - targets.go         the target paths publish accepts and unpublish touches
 //   - mounter.go         bind mounts (k8s.io/mount-utils, mount(2) without a mount binary)
 //   - topology.go        --topology parsing and the kubelet's label rules
 //
@@ -67,6 +68,10 @@ type Options struct {
 	// driver's container, and the bind mounts made from it must be visible to
 	// the kubelet (see manifests/base/daemonset.yaml).
 	StateDir string
+	// KubeletPodsDir is the kubelet's pods directory, as this process sees
+	// it: NodePublishVolume refuses a target_path that does not resolve
+	// below it. Default DefaultKubeletPodsDir.
+	KubeletPodsDir string
 	// Register, when not nil, makes Run also register the driver with the
 	// kubelet, in this process, as the `csi-registrar register` sidecar does:
 	// Run serves the CSI socket first, then runs a registrar.Registrar with
@@ -141,7 +146,15 @@ func New(opts Options) (*Driver, error) {
 			return nil, &registrar.ValidationError{What: "--state-dir", Value: opts.StateDir,
 				Rule: "must be an absolute path", Fix: "e.g. --state-dir=/var/lib/csi-registrar/" + opts.Name}
 		}
-		d.vols = newVolumes(filepath.Clean(opts.StateDir), d.log)
+		if opts.KubeletPodsDir == "" {
+			opts.KubeletPodsDir = DefaultKubeletPodsDir
+		}
+		if !filepath.IsAbs(opts.KubeletPodsDir) {
+			return nil, &registrar.ValidationError{What: "--kubelet-pods-dir", Value: opts.KubeletPodsDir,
+				Rule: "must be an absolute path", Fix: "use the kubelet's --root-dir followed by /pods, e.g. " + DefaultKubeletPodsDir}
+		}
+		d.opts.KubeletPodsDir = opts.KubeletPodsDir
+		d.vols = newVolumes(filepath.Clean(opts.StateDir), filepath.Clean(opts.KubeletPodsDir), d.log)
 	}
 	if opts.Register != nil {
 		ro, err := d.registrarOptions()

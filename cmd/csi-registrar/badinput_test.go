@@ -203,6 +203,8 @@ func TestBadDriverInput(t *testing.T) {
 			want: []string{"--v", `"-3"`, "0 or more"}},
 		{name: "bad logging-format", args: []string{"--logging-format=xml"},
 			want: []string{"--logging-format", `"xml"`, "text or json"}},
+		{name: "relative kubelet-pods-dir", args: []string{"--state-dir=/var/lib/stub", "--kubelet-pods-dir=pods"},
+			want: []string{"--kubelet-pods-dir", `"pods"`, "absolute"}},
 		{name: "register with kubelet-wait below 10s", args: []string{"--register", "--kubelet-registration-path=/k/csi.sock", "--kubelet-wait=1ms"},
 			want: []string{"--kubelet-wait", `"1ms"`, "at least 10s"}},
 		{name: "register with a malformed http-endpoint", args: []string{"--register", "--kubelet-registration-path=/k/csi.sock", "--http-endpoint=localhost"},
