@@ -2,12 +2,14 @@ package registrar_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +95,26 @@ func TestHTTPEndpointLimitsConnections(t *testing.T) {
 	}
 	if err := extra.response(guard); err != nil {
 		t.Fatalf("the connection beyond the cap was not served once the idle ones were closed: %v", err)
+	}
+}
+
+// Issue 13 item 6: the library's error names the option, not a flag (cmd
+// maps Options.HTTPEndpoint back to --http-endpoint).
+func TestHTTPEndpointInUseNamesOption(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: e.driverSock,
+		PluginRegistrationPath: e.regDir, HTTPEndpoint: busy.Addr().String(), Logger: testLogger(t, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Options.HTTPEndpoint "+busy.Addr().String()) || strings.Contains(err.Error(), "--http-endpoint") {
+		t.Fatalf("Run = %v, want an error naming Options.HTTPEndpoint and the address, and no flag", err)
 	}
 }

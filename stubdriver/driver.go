@@ -118,7 +118,7 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		var ve *registrar.ValidationError
 		if errors.As(err, &ve) {
-			ve.What = "--endpoint"
+			ve.What = "Options.Endpoint"
 		}
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	if opts.MaxVolumesPerNode < 0 {
-		return nil, &registrar.ValidationError{What: "--max-volumes-per-node", Value: fmt.Sprint(opts.MaxVolumesPerNode),
+		return nil, &registrar.ValidationError{What: "Options.MaxVolumesPerNode", Value: fmt.Sprint(opts.MaxVolumesPerNode),
 			Rule: "must not be negative", Fix: "use 0 for no limit"}
 	}
 	for k, v := range opts.Topology {
@@ -143,14 +143,14 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{opts: opts, path: path, log: opts.Logger.With("driver", opts.Name, "socket", path)}
 	if opts.StateDir != "" {
 		if !filepath.IsAbs(opts.StateDir) {
-			return nil, &registrar.ValidationError{What: "--state-dir", Value: opts.StateDir,
-				Rule: "must be an absolute path", Fix: "e.g. --state-dir=/var/lib/csi-registrar/" + opts.Name}
+			return nil, &registrar.ValidationError{What: "Options.StateDir", Value: opts.StateDir,
+				Rule: "must be an absolute path", Fix: "e.g. /var/lib/csi-registrar/" + opts.Name}
 		}
 		if opts.KubeletPodsDir == "" {
 			opts.KubeletPodsDir = DefaultKubeletPodsDir
 		}
 		if !filepath.IsAbs(opts.KubeletPodsDir) {
-			return nil, &registrar.ValidationError{What: "--kubelet-pods-dir", Value: opts.KubeletPodsDir,
+			return nil, &registrar.ValidationError{What: "Options.KubeletPodsDir", Value: opts.KubeletPodsDir,
 				Rule: "must be an absolute path", Fix: "use the kubelet's --root-dir followed by /pods, e.g. " + DefaultKubeletPodsDir}
 		}
 		d.opts.KubeletPodsDir = opts.KubeletPodsDir

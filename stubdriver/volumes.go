@@ -56,10 +56,10 @@ const stateDirMode fs.FileMode = 0o750
 // volume of type DirectoryOrCreate makes it 0755.
 func (v *volumes) init() error {
 	if err := os.MkdirAll(v.dir, stateDirMode); err != nil {
-		return fmt.Errorf("create the state directory (--state-dir): %w", err)
+		return fmt.Errorf("create the state directory (Options.StateDir): %w", err)
 	}
 	if err := os.Chmod(v.dir, stateDirMode); err != nil {
-		return fmt.Errorf("set the mode of the state directory (--state-dir): %w", err)
+		return fmt.Errorf("set the mode of the state directory (Options.StateDir): %w", err)
 	}
 	return nil
 }

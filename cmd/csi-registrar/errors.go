@@ -25,8 +25,8 @@ func notEmpty(c *cli.Context, names ...string) error {
 	return nil
 }
 
-// flagNames rewrites the library's names of options (registrar.Options
-// fields, as its errors name them) into the flags that set them, so that an
+// flagNames rewrites the libraries' names of options (registrar.Options and
+// stubdriver.Options fields, as their errors name them) into the flags that set them, so that an
 // error tells the user what to change on the command line.
 var flagNames = strings.NewReplacer(
 	"Options.CSIAddress", "--csi-address",
@@ -39,5 +39,9 @@ var flagNames = strings.NewReplacer(
 	"Options.RegistrationRetryMax", "--registration-retry-max",
 	"Options.HTTPEndpoint", "--http-endpoint",
 	"Options.EnablePprof", "--enable-pprof",
+	// stubdriver.Options
+	"Options.Endpoint", "--endpoint",
+	"Options.MaxVolumesPerNode", "--max-volumes-per-node",
+	"Options.StateDir", "--state-dir",
 	"Options.KubeletPodsDir", "--kubelet-pods-dir",
 )
