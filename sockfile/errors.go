@@ -30,7 +30,8 @@ const (
 )
 
 // ListenError reports why Listen could not create a socket. Nothing at the
-// path was changed or removed.
+// path was changed or removed. Its message names the path, what was found
+// or refused, and the fix.
 type ListenError struct {
 	Path   string // the socket path
 	Kind   string // one of the Kind constants
@@ -44,7 +45,9 @@ func (e *ListenError) Error() string {
 	if e.Err != nil {
 		msg += " (" + e.Err.Error() + ")"
 	}
-	msg += "; it was left untouched"
+	if e.Kind == KindInUse || e.Kind == KindNotSocket {
+		msg += "; it was left untouched"
+	}
 	if e.Fix != "" {
 		msg += "; " + e.Fix
 	}
