@@ -10,6 +10,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
+	"github.com/csi-registrar/csi-registrar/sockfile"
 )
 
 // Behaviour 1: the registrar started before the driver waits on file events
@@ -39,13 +40,13 @@ func TestDriverWaitIsEventDriven(t *testing.T) {
 func TestConnectionTimeout(t *testing.T) {
 	e := newEnv(t)
 	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: "/k/csi.sock",
-		PluginRegistrationPath: e.regDir, ConnectionTimeout: 300 * time.Millisecond, Logger: testLogger(t, nil)})
+		PluginRegistrationPath: e.regDir, ConnectionTimeout: registrar.MinConnectionTimeout, Logger: testLogger(t, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = r.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), e.driverSock) || !strings.Contains(err.Error(), "waited") ||
-		!strings.Contains(err.Error(), "--connection-timeout=300ms") {
+		!strings.Contains(err.Error(), "--connection-timeout=1s") {
 		t.Fatalf("Run = %v, want an error naming %s, the timeout and the time waited", err, e.driverSock)
 	}
 }
@@ -109,16 +110,16 @@ func TestDeletedSocketRecreated(t *testing.T) {
 func TestReplacedSocketNotFought(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.RegistrationRetryMax = 200 * time.Millisecond })
+	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.RegistrationRetryMax = registrar.MinRegistrationRetryMax })
 	sock := e.regSock(stubName)
 	eventually(t, "registration socket", func() bool { return answers(sock) })
 	// Another registrar takes the path: remove + listen, as a second copy would.
-	if other, err := registrar.Listen(sock); err == nil {
+	if other, err := sockfile.Listen(sock); err == nil {
 		other.Close()
 		t.Fatal("Listen on a live socket succeeded, want a conflict")
 	}
 	os.Remove(sock)
-	other, err := registrar.Listen(sock)
+	other, err := sockfile.Listen(sock)
 	if err != nil {
 		t.Skipf("the registrar re-created its socket first (%v); nothing to fight over", err)
 	}
@@ -133,7 +134,7 @@ func TestReplacedSocketNotFought(t *testing.T) {
 		}
 	}()
 	eventually(t, "conflict", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
-	time.Sleep(time.Second) // several backoff rounds (200 ms cap)
+	time.Sleep(2500 * time.Millisecond) // two backoff rounds (1 s cap)
 	if !other.Owned() {
 		t.Fatal("the registrar replaced another process's live socket")
 	}
@@ -189,7 +190,11 @@ func lastLine(s, containing string) string {
 func TestKubeletSilenceRecreatesSocket(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletWait = 100 * time.Millisecond })
+	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletWait = registrar.MinKubeletWait })
+	// KubeletWait cannot be shorter than MinKubeletWait: wait that long first.
+	for deadline := time.Now().Add(registrar.MinKubeletWait); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	eventually(t, "a re-creation for kubelet silence", func() bool {
 		_, m := get(r, "/metrics")
 		return strings.Contains(m, `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`)

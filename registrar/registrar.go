@@ -27,6 +27,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/csi-registrar/csi-registrar/sockfile"
 )
 
 // Options configure a Registrar. The zero value of a duration means its default.
@@ -57,6 +59,10 @@ type Options struct {
 	// /metrics (and /debug/pprof/ with EnablePprof).
 	HTTPEndpoint string
 	EnablePprof  bool
+	// ShutdownTimeout bounds how long stopping a registration socket (at
+	// exit, or to re-create it) lets running calls finish before it cancels
+	// them and closes their connections. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	// Logger receives one line per lifecycle event. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -116,6 +122,9 @@ func New(opts Options) (*Registrar, error) {
 		if d.v < 0 {
 			return nil, &ValidationError{What: d.flag, Value: d.v.String(), Rule: "must not be negative", Fix: "use a duration such as 1s or 2m"}
 		}
+	}
+	if err := checkLimits(&opts); err != nil {
+		return nil, err
 	}
 	path, err := ParseEndpoint(opts.CSIAddress)
 	if err != nil {
@@ -354,14 +363,14 @@ func (r *Registrar) serve(ctx context.Context, watcher *fsnotify.Watcher, drv *d
 			r.stopSocket(log, cur, reason)
 			cur = nil
 		}
-		sock, err := Listen(path)
+		sock, err := sockfile.Listen(path)
 		if err != nil {
 			d := scheduleRetry("conflict")
 			r.setStage(StageSocketConflict, err.Error())
 			log.Error("registration socket not created", "outcome", "conflict", "err", err, "retryIn", d)
 			return
 		}
-		cur = serveRegistration(sock, newRegistrationServer(name, r.opts.KubeletRegistrationPath, hooks))
+		cur = serveRegistration(sock, newRegistrationServer(name, r.opts.KubeletRegistrationPath, hooks), r.opts.ShutdownTimeout)
 		handled = nil
 		r.metrics.addSocketCreation(reason)
 		r.setStage(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
