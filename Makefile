@@ -117,5 +117,11 @@ bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... a
 	echo "make bench: $$(( $$(date +%s) - start )) s on $$(nproc) cores ($$(uname -r)); upstream: $${UPSTREAM_REGISTRAR:-not measured}"; \
 	exit $$rc
 
+# Figure 10 on every supported Kubernetes version (E2E_VERSIONS="1.35 1.37" limits
+# it): a rejected registration and its repair with the real kubelet; ~3 min a version.
+.PHONY: bench-retry
+bench-retry: build ## figure 10: rejection and repair with the real kubelet, per Kubernetes version (local node)
+	@$(call with_node_lock,bash kind/bench-retry.sh $(E2E_VERSIONS))
+
 -include kind/localnode/localnode.mk
 -include kind/kind.mk

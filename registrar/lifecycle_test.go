@@ -10,7 +10,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
-	"github.com/csi-registrar/csi-registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // Behaviour 1: the registrar started before the driver waits on file events

@@ -28,7 +28,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/csi-registrar/csi-registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // Options configure a Registrar. The zero value of a duration means its default.

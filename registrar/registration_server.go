@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/csi-registrar/csi-registrar/grpcserve"
-	"github.com/csi-registrar/csi-registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // SupportedVersions are the CSI plugin API versions announced to the kubelet.

@@ -4,7 +4,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/csi-registrar/csi-registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // ParseEndpoint turns a CSI endpoint ("unix:///csi/csi.sock", "unix:/csi/csi.sock"

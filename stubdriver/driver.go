@@ -31,9 +31,9 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/csi-registrar/csi-registrar/grpcserve"
 	"github.com/csi-registrar/csi-registrar/registrar"
-	"github.com/csi-registrar/csi-registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // DefaultName is the driver name used when Options.Name is empty.

@@ -1,8 +1,10 @@
 package sockfile_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +12,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/csi-registrar/csi-registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // childEnv makes the test binary run contend (below) instead of the tests:
@@ -20,6 +22,7 @@ const childEnv = "SOCKFILE_TEST_CONTEND"
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		n, _ := strconv.Atoi(os.Getenv(childEnv + "_N"))
+		fmt.Println("ready") // the parent starts contending when it reads this
 		if err := contend(path, n); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
@@ -29,13 +32,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// contend takes the path n times. Each time it owns the socket it checks,
-// across a few scheduler yields, that the path still is its socket, then dies
-// the way a killed process does (Abandon): the dead socket it leaves is what
-// the other process takes over next.
+// contend takes the path n times (more, up to 10n, until it won once). Each
+// time it owns the socket it checks, across a few scheduler yields, that the
+// path still is its socket, then dies the way a killed process does
+// (Abandon): the dead socket it leaves is what the other process takes over
+// next.
 func contend(path string, n int) error {
 	won := 0
-	for i := 0; i < n; i++ {
+	for i := 0; i < n || (won == 0 && i < 10*n); i++ {
 		s, err := sockfile.Listen(path)
 		if err != nil {
 			continue
@@ -64,17 +68,31 @@ func TestTwoProcessesNeverTakeEachOthersSocket(t *testing.T) {
 	const rounds = 3000
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childEnv+"="+path, childEnv+"_N="+strconv.Itoa(rounds))
-	out := &bytes.Buffer{} // one writer for both: exec serializes the writes
-	child.Stdout, child.Stderr = out, out
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errOut := &bytes.Buffer{}
+	child.Stderr = errOut
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Contend only once the child does: on a loaded machine its start-up can
+	// take longer than all of our rounds.
+	rd := bufio.NewReader(stdout)
+	if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
+		child.Process.Kill()
+		child.Wait()
+		t.Fatalf("the second process did not start: %q %v: %s", line, err, errOut)
+	}
 	mine := contend(path, rounds)
+	rest, _ := io.ReadAll(rd)
+	out := append(rest, errOut.Bytes()...)
 	childErr := child.Wait()
 	if mine != nil {
 		t.Error(mine)
 	}
 	if childErr != nil {
-		t.Errorf("the second process: %v: %s", childErr, out.String())
+		t.Errorf("the second process: %v: %s", childErr, out)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/csi-registrar/csi-registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // stale leaves a dead socket at path: bound, then closed without unlinking,
