@@ -130,6 +130,8 @@ RELEASE_SEMVER := ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-
 
 .PHONY: release
 release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBOM, SHA256SUMS in $(RELEASE_DIR), checked
+	@if [ "$(origin VERSION)" = file ]; then \
+	  echo "make release: name the version: make release VERSION=vMAJOR.MINOR.PATCH (not git describe's $(VERSION))" >&2; exit 2; fi
 	@re='$(RELEASE_SEMVER)'; [[ "$(VERSION)" =~ $$re ]] || { \
 	  echo "make release: VERSION=\"$(VERSION)\" is not a release version: want vMAJOR.MINOR.PATCH, optionally -PRERELEASE (e.g. make release VERSION=v0.1.0)" >&2; exit 2; }
 	@start=$$(date +%s); mkdir -p $(RELEASE_DIR); \

@@ -129,8 +129,18 @@ func TestMakeReleaseRefusesBadVersion(t *testing.T) {
 		t.Skip("no make")
 	}
 	out := filepath.Join(t.TempDir(), "release")
-	for _, v := range []string{"", "1.2.3", "v1.2"} {
-		cmd := exec.Command("make", "--no-print-directory", "release", "VERSION="+v, "RELEASE_DIR="+out)
+	// "none": no VERSION= at all, where the Makefile's default is git describe's.
+	for _, v := range []string{"none", "", "1.2.3", "v1.2"} {
+		args := []string{"--no-print-directory", "release", "RELEASE_DIR=" + out}
+		if v != "none" {
+			args = append(args, "VERSION="+v)
+		}
+		cmd := exec.Command("make", args...)
+		for _, e := range os.Environ() {
+			if !strings.HasPrefix(e, "VERSION=") {
+				cmd.Env = append(cmd.Env, e)
+			}
+		}
 		cmd.Dir = repoRoot
 		b, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(b), "vMAJOR.MINOR.PATCH") {
