@@ -123,7 +123,7 @@ func TestDriverRoutesKlog(t *testing.T) {
 				lines[msg] = rec
 			}
 		}
-		if rec := lines["klog info line"]; rec == nil || rec["level"] != "INFO" || rec["path"] != "/var/lib/kubelet/pods/x" || rec["logger"] != "klog" {
+		if rec := lines["klog info line"]; rec == nil || rec["v"] != float64(0) || rec["level"] != nil || rec["path"] != "/var/lib/kubelet/pods/x" || rec["logger"] != "klog" {
 			t.Errorf("-v=%s: klog.InfoS came out as %v; stderr:\n%s", tc.v, rec, res.stderr)
 		}
 		if rec := lines["klog warning line"]; rec == nil {
