@@ -57,6 +57,9 @@ type Options struct {
 	// /metrics (and /debug/pprof/ with EnablePprof).
 	HTTPEndpoint string
 	EnablePprof  bool
+	// Version is the label of csi_registrar_build_info; empty: the main
+	// module's version from the build information.
+	Version string
 	// Logger receives one line per lifecycle event. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -138,7 +141,7 @@ func New(opts Options) (*Registrar, error) {
 		opts:       opts,
 		log:        opts.Logger.With("csiAddress", path),
 		driverPath: filepath.Clean(path),
-		metrics:    newMetrics(),
+		metrics:    newMetrics(opts.Version),
 		ping:       make(chan chan struct{}),
 		exited:     make(chan struct{}),
 	}, nil

@@ -136,6 +136,7 @@ func driverRegistration(c *cli.Context, log *slog.Logger) (*registrar.Options, e
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		HTTPEndpoint:            c.String("http-endpoint"),
 		EnablePprof:             c.Bool("enable-pprof"),
+		Version:                 version,
 	}, nil
 }
 

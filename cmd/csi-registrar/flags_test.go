@@ -27,6 +27,7 @@ func defaultRegisterOptions(csiAddress, kubeletPath string) registrar.Options {
 		Timeout:                 time.Second,
 		KubeletWait:             registrar.DefaultKubeletWait,
 		RegistrationRetryMax:    registrar.DefaultRegistrationRetryMax,
+		Version:                 version,
 	}
 }
 
@@ -392,6 +393,7 @@ func TestEnvironment(t *testing.T) {
 			RegistrationRetryMax:    4 * time.Minute,
 			HTTPEndpoint:            ":9810",
 			EnablePprof:             true,
+			Version:                 version,
 		}
 		for form, argv := range invocations(nil) {
 			var c capture

@@ -149,6 +149,7 @@ func registerOptions(c *cli.Context, log *slog.Logger) (registrar.Options, error
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		HTTPEndpoint:            endpoint,
 		EnablePprof:             c.Bool("enable-pprof"),
+		Version:                 version,
 	}, nil
 }
 
