@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,18 +17,25 @@ import (
 // (version 0.0.4). Each Registrar has its own, so several can live in one
 // process.
 //
-// Five series do not need a metrics library: github.com/prometheus/client_golang
+// These few series do not need a metrics library: github.com/prometheus/client_golang
 // cost 0.8 MB of the shipped binary and about 1 ms of start-up (its package
 // init registers Go and process collectors nobody here asked for). The tests
-// check the output with Prometheus' own parser.
+// check the output with Prometheus' own parser and linter.
 type metrics struct {
 	mu              sync.Mutex
 	registered      uint64            // NotifyRegistrationStatus(true) calls
 	rejected        uint64            // NotifyRegistrationStatus(false) calls
-	socketCreations map[string]uint64 // by reason: start, deleted, rejected, kubelet-silent, conflict
+	socketCreations map[string]uint64 // by reason (label value), every one of socketCreationReasons from the start
 	getInfo         uint64
 	driverReachable bool
+	version         string // the build_info label; set once by newMetrics
 }
+
+// socketCreationReasons are the reasons the control loop passes to
+// addSocketCreation. Every one is listed from the start, at 0, so that a
+// rate() or increase() over a reason starts at the first scrape, not at the
+// first event. A reason not listed here is still counted, from its first use.
+var socketCreationReasons = []string{"start", "deleted", "rejected", "kubelet-silent", "conflict"}
 
 // The series, as /metrics names them.
 const (
@@ -35,12 +44,19 @@ const (
 	metricSocketCreations   = "csi_registrar_socket_creations_total"
 	metricGetInfoCalls      = "csi_registrar_getinfo_calls_total"
 	metricDriverReachable   = "csi_registrar_driver_reachable"
+	metricBuildInfo         = "csi_registrar_build_info"
 
 	metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 )
 
-func newMetrics() *metrics {
-	return &metrics{socketCreations: map[string]uint64{}}
+// newMetrics returns the metrics of a registrar of the given version (see
+// buildVersion for an empty one).
+func newMetrics(version string) *metrics {
+	m := &metrics{socketCreations: map[string]uint64{}, version: buildVersion(version)}
+	for _, r := range socketCreationReasons {
+		m.socketCreations[labelValue(r)] = 0
+	}
+	return m
 }
 
 func (m *metrics) setReachable(ok bool) {
@@ -67,33 +83,70 @@ func (m *metrics) addNotification(registered bool) {
 
 func (m *metrics) addSocketCreation(reason string) {
 	m.mu.Lock()
-	m.socketCreations[reason]++
+	m.socketCreations[labelValue(reason)]++
 	m.mu.Unlock()
 }
 
-// serve writes every series in the text exposition format; stage is the
-// registrar's current stage.
-func (m *metrics) serve(w http.ResponseWriter, stage Stage) {
-	w.Header().Set("Content-Type", metricsContentType)
-	m.write(w, stage)
+// labelValue is the form of a stage or reason as a Prometheus label value:
+// lower case, words joined by '_' ("waiting for driver" → "waiting_for_driver"),
+// so that it needs no quoting in PromQL selectors or dashboards. It applies to
+// whatever String() a Stage has.
+func labelValue(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(s)), "_")
 }
 
-func (m *metrics) write(w io.Writer, stage Stage) {
+// WriteMetrics writes the registrar's own series (csi_registrar_*) in the
+// Prometheus text exposition format, version 0.0.4. A program that embeds the
+// registrar and has its own metrics registry adds them to it from here, e.g.
+// with client_golang as a prometheus.GathererFunc that parses this output
+// with expfmt (see the example). The process_* and go_* series that
+// /metrics serves as well are left out: such a program exports its own.
+func (r *Registrar) WriteMetrics(w io.Writer) error {
+	_, err := io.WriteString(w, r.metrics.text(r.Status().Stage))
+	return err
+}
+
+// serve answers /metrics: the registrar's series, then those of the process
+// and the Go runtime; stage is the registrar's current stage.
+func (m *metrics) serve(w http.ResponseWriter, stage Stage) {
+	w.Header().Set("Content-Type", metricsContentType)
+	var b strings.Builder
+	b.WriteString(m.text(stage))
+	writeProcessMetrics(&b)
+	io.WriteString(w, b.String())
+}
+
+// buildVersion is v (Options.Version), else the main module's version as
+// the Go toolchain recorded it, else "unknown".
+func buildVersion(v string) string {
+	if v != "" {
+		return v
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "unknown"
+}
+
+// text renders the registrar's series; stage is its current stage.
+func (m *metrics) text(stage Stage) string {
 	m.mu.Lock()
 	getInfo, reachable, registered, rejected := m.getInfo, m.driverReachable, m.registered, m.rejected
 	creations := labelled(m.socketCreations)
 	m.mu.Unlock()
 
 	var b strings.Builder
+	family(&b, metricBuildInfo, "gauge", "Always 1; the labels are the registrar's version and the Go version it was built with.")
+	fmt.Fprintf(&b, "%s{version=\"%s\",goversion=\"%s\"} 1\n", metricBuildInfo, labelEscaper.Replace(m.version), labelEscaper.Replace(runtime.Version()))
 	family(&b, metricRegistrationStage, "gauge", "1 for the registrar's current registration stage, 0 for the others.")
 	for _, s := range allStages {
-		sample(&b, metricRegistrationStage, "stage", s.String(), boolValue(s == stage))
+		sample(&b, metricRegistrationStage, "stage", labelValue(s.String()), boolValue(s == stage))
 	}
 	family(&b, metricNotifications, "counter", "NotifyRegistrationStatus calls from the kubelet, by outcome (registered or rejected).")
 	// Both outcomes are always listed, so that a rate() over them starts at 0.
 	sample(&b, metricNotifications, "outcome", "registered", registered)
 	sample(&b, metricNotifications, "outcome", "rejected", rejected)
-	family(&b, metricSocketCreations, "counter", "Registration sockets created, by reason (start, deleted, rejected, kubelet-silent, conflict).")
+	family(&b, metricSocketCreations, "counter", "Registration sockets created, by reason ("+strings.Join(socketCreationReasons, ", ")+").")
 	for _, l := range creations {
 		sample(&b, metricSocketCreations, "reason", l.value, l.n)
 	}
@@ -101,7 +154,7 @@ func (m *metrics) write(w io.Writer, stage Stage) {
 	sample(&b, metricGetInfoCalls, "", "", getInfo)
 	family(&b, metricDriverReachable, "gauge", "1 if the CSI driver answered its last Probe or GetPluginInfo, 0 otherwise.")
 	sample(&b, metricDriverReachable, "", "", boolValue(reachable))
-	io.WriteString(w, b.String())
+	return b.String()
 }
 
 type labelCount struct {

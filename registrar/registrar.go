@@ -63,6 +63,9 @@ type Options struct {
 	// exit, or to re-create it) lets running calls finish before it cancels
 	// them and closes their connections. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Version is the label of csi_registrar_build_info; empty: the main
+	// module's version from the build information.
+	Version string
 	// Logger receives one line per lifecycle event. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -147,7 +150,7 @@ func New(opts Options) (*Registrar, error) {
 		opts:       opts,
 		log:        opts.Logger.With("csiAddress", path),
 		driverPath: filepath.Clean(path),
-		metrics:    newMetrics(),
+		metrics:    newMetrics(opts.Version),
 		ping:       make(chan chan struct{}),
 		exited:     make(chan struct{}),
 	}, nil

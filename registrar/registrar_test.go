@@ -74,7 +74,7 @@ func TestRegistrationAsKubeletDoes(t *testing.T) {
 		`csi_registrar_getinfo_calls_total 1`,
 		`csi_registrar_kubelet_notifications_total{outcome="registered"} 1`,
 		`csi_registrar_kubelet_notifications_total{outcome="rejected"} 1`,
-		`csi_registrar_registration_stage{stage="kubelet rejected"} 1`,
+		`csi_registrar_registration_stage{stage="kubelet_rejected"} 1`,
 		`csi_registrar_socket_creations_total{reason="start"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {

@@ -73,15 +73,16 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 			if err := notEmpty(c, "endpoint", "driver-name", "plugin-registration-path", "kubelet-pods-dir"); err != nil {
 				return err
 			}
-			log, err := newLogger(c, c.App.ErrWriter)
+			lc, err := parseLogConfig(c)
 			if err != nil {
 				return err
 			}
+			log := newLogger(lc, c.App.ErrWriter)
 			topo, err := stubdriver.ParseTopology(c.StringSlice("topology"))
 			if err != nil {
 				return err
 			}
-			reg, err := driverRegistration(c)
+			reg, err := driverRegistration(c, log)
 			if err != nil {
 				return err
 			}
@@ -93,8 +94,8 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 						"nodeID", nodeID, "fix", "pass --node-id=$(KUBE_NODE_NAME) with KUBE_NODE_NAME from spec.nodeName")
 				}
 			}
-			logIgnored(c, log, map[string]string{"vmodule": "verbosity is global", "log-flush-frequency": "logs are written unbuffered"})
-			routeKlog(log, c.Int("v"))
+			logIgnored(c, log, nil)
+			routeKlog(log, lc.v)
 			ctx, stop := signalContext(c.Context, log)
 			defer stop()
 			return run(ctx, stubdriver.Options{
@@ -116,7 +117,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 // driverRegistration maps the in-process registration flags to
 // registrar.Options: nil without --register, and an error when one of them
 // is given without it (it would have no effect).
-func driverRegistration(c *cli.Context) (*registrar.Options, error) {
+func driverRegistration(c *cli.Context, log *slog.Logger) (*registrar.Options, error) {
 	if !c.Bool("register") {
 		for _, f := range registrationFlags() {
 			if name := f.Names()[0]; name != "register" && c.IsSet(name) {
@@ -132,12 +133,13 @@ func driverRegistration(c *cli.Context) (*registrar.Options, error) {
 				c.String("driver-name")+"/csi.sock")
 	}
 	return &registrar.Options{
-		KubeletRegistrationPath: c.String("kubelet-registration-path"),
+		KubeletRegistrationPath: kubeletRegistrationPath(c, log),
 		PluginRegistrationPath:  c.String("plugin-registration-path"),
 		KubeletWait:             c.Duration("kubelet-wait"),
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		HTTPEndpoint:            c.String("http-endpoint"),
 		EnablePprof:             c.Bool("enable-pprof"),
+		Version:                 version,
 	}, nil
 }
 

@@ -34,13 +34,16 @@ func TestDriverVolumeAndRegistrationFlags(t *testing.T) {
 		{name: "state dir", args: []string{"--state-dir=/var/lib/csi-registrar/stub"}, wantState: "/var/lib/csi-registrar/stub"},
 		{name: "register with defaults", args: []string{"--register", "--kubelet-registration-path=" + kp},
 			wantReg: &registrar.Options{KubeletRegistrationPath: kp, PluginRegistrationPath: "/registration",
-				KubeletWait: registrar.DefaultKubeletWait, RegistrationRetryMax: registrar.DefaultRegistrationRetryMax}},
+				KubeletWait: registrar.DefaultKubeletWait, RegistrationRetryMax: registrar.DefaultRegistrationRetryMax, Version: version}},
+		{name: "register with an unclean path", args: []string{"--register", "--kubelet-registration-path=/var/lib/kubelet//plugins/stub/csi.sock/"},
+			wantReg: &registrar.Options{KubeletRegistrationPath: "/var/lib/kubelet/plugins/stub/csi.sock", PluginRegistrationPath: "/registration",
+				KubeletWait: registrar.DefaultKubeletWait, RegistrationRetryMax: registrar.DefaultRegistrationRetryMax, Version: version}},
 		{name: "register with everything", args: []string{"--register", "--kubelet-registration-path=" + kp,
 			"--plugin-registration-path=/reg", "--kubelet-wait=1m", "--registration-retry-max=3m",
 			"--http-endpoint=:9809", "--enable-pprof", "--state-dir=/state"},
 			wantState: "/state",
 			wantReg: &registrar.Options{KubeletRegistrationPath: kp, PluginRegistrationPath: "/reg",
-				KubeletWait: time.Minute, RegistrationRetryMax: 3 * time.Minute, HTTPEndpoint: ":9809", EnablePprof: true}},
+				KubeletWait: time.Minute, RegistrationRetryMax: 3 * time.Minute, HTTPEndpoint: ":9809", EnablePprof: true, Version: version}},
 		{name: "from the environment", env: map[string]string{
 			"CSI_REGISTRAR_REGISTER":                  "true",
 			"CSI_REGISTRAR_KUBELET_REGISTRATION_PATH": kp,
@@ -48,7 +51,7 @@ func TestDriverVolumeAndRegistrationFlags(t *testing.T) {
 			"CSI_REGISTRAR_STATE_DIR":                 "/env-state",
 		}, wantState: "/env-state",
 			wantReg: &registrar.Options{KubeletRegistrationPath: kp, PluginRegistrationPath: "/registration",
-				KubeletWait: registrar.DefaultKubeletWait, RegistrationRetryMax: registrar.DefaultRegistrationRetryMax, HTTPEndpoint: ":9810"}},
+				KubeletWait: registrar.DefaultKubeletWait, RegistrationRetryMax: registrar.DefaultRegistrationRetryMax, HTTPEndpoint: ":9810", Version: version}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearPrefixedEnv(t)
@@ -123,7 +126,7 @@ func TestDriverRoutesKlog(t *testing.T) {
 				lines[msg] = rec
 			}
 		}
-		if rec := lines["klog info line"]; rec == nil || rec["level"] != "INFO" || rec["path"] != "/var/lib/kubelet/pods/x" || rec["logger"] != "klog" {
+		if rec := lines["klog info line"]; rec == nil || rec["v"] != float64(0) || rec["level"] != nil || rec["path"] != "/var/lib/kubelet/pods/x" || rec["logger"] != "klog" {
 			t.Errorf("-v=%s: klog.InfoS came out as %v; stderr:\n%s", tc.v, rec, res.stderr)
 		}
 		if rec := lines["klog warning line"]; rec == nil {

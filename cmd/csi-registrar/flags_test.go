@@ -27,6 +27,7 @@ func defaultRegisterOptions(csiAddress, kubeletPath string) registrar.Options {
 		Timeout:                 time.Second,
 		KubeletWait:             registrar.DefaultKubeletWait,
 		RegistrationRetryMax:    registrar.DefaultRegistrationRetryMax,
+		Version:                 version,
 	}
 }
 
@@ -392,6 +393,7 @@ func TestEnvironment(t *testing.T) {
 			RegistrationRetryMax:    4 * time.Minute,
 			HTTPEndpoint:            ":9810",
 			EnablePprof:             true,
+			Version:                 version,
 		}
 		for form, argv := range invocations(nil) {
 			var c capture
@@ -462,10 +464,18 @@ func TestEnvironment(t *testing.T) {
 
 	t.Run("prefixed probe", func(t *testing.T) {
 		clearPrefixedEnv(t)
-		t.Setenv("CSI_REGISTRAR_CSI_ADDRESS", "tcp://env-probe:1")
+		// probe has a prefix of its own: the register container's
+		// CSI_REGISTRAR_* (e.g. a 1s timeout) does not change it.
+		t.Setenv("CSI_REGISTRAR_PROBE_CSI_ADDRESS", "tcp://env-probe:1")
+		t.Setenv("CSI_REGISTRAR_CSI_ADDRESS", "tcp://register-address:1")
 		res := runInProcess(t, defaultRoles(), "csi-registrar", "probe")
 		if res.code != exitBadInput || !strings.Contains(res.stderr, "tcp://env-probe:1") {
-			t.Fatalf("probe did not read CSI_REGISTRAR_CSI_ADDRESS; %s", res)
+			t.Fatalf("probe did not read CSI_REGISTRAR_PROBE_CSI_ADDRESS; %s", res)
+		}
+		t.Setenv("CSI_REGISTRAR_PROBE_TIMEOUT", "5")
+		res = runInProcess(t, defaultRoles(), "csi-registrar", "probe")
+		if res.code != exitBadInput || !containsAll(res.stderr, "CSI_REGISTRAR_PROBE_TIMEOUT", "needs a unit") {
+			t.Fatalf("probe did not read CSI_REGISTRAR_PROBE_TIMEOUT; %s", res)
 		}
 	})
 
@@ -549,7 +559,7 @@ func TestEnvironment(t *testing.T) {
 			listed := 0
 			for _, f := range cmd.Flags {
 				df, ok := f.(cli.DocGenerationFlag)
-				if !ok {
+				if vf, visible := f.(cli.VisibleFlag); !ok || visible && !vf.IsVisible() {
 					continue
 				}
 				for _, ev := range df.GetEnvVars() {

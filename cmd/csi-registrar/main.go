@@ -132,8 +132,12 @@ func newApp(stdout, stderr io.Writer, r roles) *cli.App {
 
 // onUsageError turns a command line that does not parse into a usageError
 // (exit code 2), for the app and for every command.
-func onUsageError(_ *cli.Context, err error, _ bool) error {
-	return usageError{err}
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	name, flags := "csi-registrar", c.App.Flags
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		name, flags = name+" "+c.Command.Name, c.Command.Flags
+	}
+	return usageError{explainParseError(err, name, flags)}
 }
 
 // withUsageErrors makes every command fail with a usageError on a flag that

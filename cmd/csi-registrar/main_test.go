@@ -155,15 +155,33 @@ func containsAll(s string, subs ...string) bool {
 	return true
 }
 
-// linesWith returns the lines of s that contain every one of subs.
+// linesWith returns the log lines of s that match every one of subs: a sub
+// key=value matches a line (klog text or JSON, parsed) whose value of key is
+// value; any other sub matches a line that contains it.
 func linesWith(s string, subs ...string) []string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
-		if containsAll(l, subs...) {
+		if lineMatches(l, subs) {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+func lineMatches(line string, subs []string) bool {
+	_, kv, parsed := parseLogLine(line)
+	for _, sub := range subs {
+		k, v, isKV := strings.Cut(sub, "=")
+		if isKV && parsed && k != "" && !strings.ContainsAny(k, " \"") {
+			if got, ok := kv[k]; ok && got == v {
+				continue
+			}
+		}
+		if !strings.Contains(line, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // clearEnv unsets the variables for the duration of the test (t.Setenv

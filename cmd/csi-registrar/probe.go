@@ -14,9 +14,9 @@ func probeCommand() *cli.Command {
 		Name:  "probe",
 		Usage: "call the CSI driver's Probe and exit 0 if it is ready, 1 if not (for an exec livenessProbe)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "csi-address", Value: registrar.DefaultCSIAddress, EnvVars: env("csi-address"),
+			&cli.StringFlag{Name: "csi-address", Value: registrar.DefaultCSIAddress, EnvVars: probeEnv("csi-address"),
 				Usage: "the CSI driver's socket: a path or unix:// URL"},
-			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, EnvVars: env("timeout"),
+			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, EnvVars: probeEnv("timeout"),
 				Usage: "how long to wait for the answer"},
 		},
 		Action: func(c *cli.Context) error {

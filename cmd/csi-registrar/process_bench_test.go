@@ -938,3 +938,12 @@ func flood(t *testing.T, regSock string, conns, calls int) (errs int, lat []time
 	wg.Wait()
 	return errs, lat, time.Since(t0)
 }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}

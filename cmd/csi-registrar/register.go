@@ -3,18 +3,35 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 )
 
-// envPrefix is the only prefix of environment variables csi-registrar reads.
-const envPrefix = "CSI_REGISTRAR_"
+// envPrefix is the only prefix of environment variables csi-registrar reads;
+// probe reads probeEnvPrefix, a prefix of its own, so that the variables of
+// the container it runs in (its --timeout is 1s in register and 3s in probe)
+// do not change it.
+const (
+	envPrefix      = "CSI_REGISTRAR_"
+	probeEnvPrefix = envPrefix + "PROBE_"
+)
 
-// env names the environment variable for a flag: --csi-address → CSI_REGISTRAR_CSI_ADDRESS.
-func env(flag string) []string {
+// env names the environment variable for a flag of register and driver:
+// --csi-address → CSI_REGISTRAR_CSI_ADDRESS.
+func env(flag string) []string { return []string{envPrefix + envName(flag)} }
+
+// probeEnv names the environment variable for a flag of probe:
+// --csi-address → CSI_REGISTRAR_PROBE_CSI_ADDRESS.
+func probeEnv(flag string) []string { return []string{probeEnvPrefix + envName(flag)} }
+
+// envName is flag in upper case with '_' for '-'.
+func envName(flag string) string {
 	b := []byte(flag)
 	for i, c := range b {
 		switch {
@@ -24,7 +41,7 @@ func env(flag string) []string {
 			b[i] = c - 'a' + 'A'
 		}
 	}
-	return []string{envPrefix + string(b)}
+	return string(b)
 }
 
 const (
@@ -53,11 +70,11 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 		&cli.StringFlag{Name: "http-endpoint", EnvVars: env("http-endpoint"),
 			Usage: "TCP address (e.g. :9809) serving /healthz, /readyz and /metrics; empty disables the server"},
 		&cli.IntFlag{Name: "health-port", EnvVars: env("health-port"),
-			Usage: "deprecated: same as --http-endpoint=:<port>; 0 disables; cannot be combined with --http-endpoint"},
+			Usage: "deprecated: same as --http-endpoint=:<port>; 0 or less disables; cannot be combined with --http-endpoint"},
 		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"),
 			Usage: "serve /debug/pprof/ on --http-endpoint"},
-		&cli.StringFlag{Name: "mode", Value: modeRegistration, EnvVars: env("mode"),
-			Usage: "deprecated: \"registration\" runs the registrar; \"kubelet-registration-probe\" exits 0 (use /readyz instead)"},
+		&cli.StringFlag{Name: "mode", EnvVars: env("mode"),
+			Usage: "deprecated: \"kubelet-registration-probe\" exits 0 (probe /readyz instead); any other value, or none, runs the registrar"},
 		&cli.BoolFlag{Name: "automaxprocs", EnvVars: env("automaxprocs"),
 			Usage: "accepted for compatibility: the Go runtime already sets GOMAXPROCS from the container's CPU limit"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
@@ -76,27 +93,28 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 			if err := notEmpty(c, "csi-address", "plugin-registration-path"); err != nil {
 				return err
 			}
-			log, err := newLogger(c, c.App.ErrWriter)
+			lc, err := parseLogConfig(c)
 			if err != nil {
 				return err
 			}
+			log := newLogger(lc, c.App.ErrWriter)
 			switch m := c.String("mode"); m {
 			case modeProbe:
 				log.Info("--mode=kubelet-registration-probe is deprecated and always succeeds; probe /readyz on --http-endpoint for the kubelet's real verdict")
 				return nil
-			case modeRegistration:
+			case modeRegistration, "":
 			default:
-				return badFlag("mode", m, "must be registration or kubelet-registration-probe", "drop --mode")
+				// Upstream registers for every value but the probe mode.
+				log.Warn("unknown --mode value: registering, as node-driver-registrar does for any value but kubelet-registration-probe",
+					"mode", m, "fix", "drop --mode")
 			}
-			opts, err := registerOptions(c)
+			opts, err := registerOptions(c, log)
 			if err != nil {
 				return err
 			}
 			opts.Logger = log
 			logIgnored(c, log, map[string]string{
-				"automaxprocs":        "the Go runtime sets GOMAXPROCS from the cgroup CPU limit",
-				"vmodule":             "verbosity is global",
-				"log-flush-frequency": "logs are written unbuffered",
+				"automaxprocs": "the Go runtime sets GOMAXPROCS from the cgroup CPU limit",
 			})
 			// Catch stop signals before announcing the start: a signal that
 			// arrives after the line below always ends in a clean exit.
@@ -110,11 +128,11 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 }
 
 // registerOptions turns the register flags into registrar.Options.
-func registerOptions(c *cli.Context) (registrar.Options, error) {
+func registerOptions(c *cli.Context, log *slog.Logger) (registrar.Options, error) {
 	endpoint := c.String("http-endpoint")
 	switch port := c.Int("health-port"); {
-	case port < 0 || port > 65535:
-		return registrar.Options{}, badFlag("health-port", strconv.Itoa(port), "must be a TCP port between 1 and 65535, or 0 to disable", "prefer --http-endpoint=:9809")
+	case port > 65535:
+		return registrar.Options{}, badFlag("health-port", strconv.Itoa(port), "must be a TCP port between 1 and 65535, or 0 or less to disable", "prefer --http-endpoint=:9809")
 	case port > 0 && endpoint != "":
 		return registrar.Options{}, badFlag("health-port", strconv.Itoa(port), "cannot be combined with --http-endpoint="+endpoint, "drop --health-port")
 	case port > 0:
@@ -122,7 +140,7 @@ func registerOptions(c *cli.Context) (registrar.Options, error) {
 	}
 	return registrar.Options{
 		CSIAddress:              c.String("csi-address"),
-		KubeletRegistrationPath: c.String("kubelet-registration-path"),
+		KubeletRegistrationPath: kubeletRegistrationPath(c, log),
 		PluginRegistrationPath:  c.String("plugin-registration-path"),
 		DriverName:              c.String("driver-name"),
 		Timeout:                 c.Duration("timeout"),
@@ -131,5 +149,34 @@ func registerOptions(c *cli.Context) (registrar.Options, error) {
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		HTTPEndpoint:            endpoint,
 		EnablePprof:             c.Bool("enable-pprof"),
+		Version:                 version,
 	}, nil
+}
+
+// kubeletRegistrationPath returns --kubelet-registration-path, with repeated
+// and trailing slashes and "." elements removed: charts build it as
+// {{kubeletDir}}/plugins/..., which gives "//" when kubeletDir ends with "/",
+// and upstream passes such a path on unchanged. The kubelet dials the same
+// socket either way, so the clean form is registered and the change logged.
+// ".." is left for the library to refuse: removing it lexically can name
+// another file than the kernel would when a component is a symlink.
+func kubeletRegistrationPath(c *cli.Context, log *slog.Logger) string {
+	p := c.String("kubelet-registration-path")
+	if !filepath.IsAbs(p) || hasDotDot(p) {
+		return p
+	}
+	if clean := filepath.Clean(p); clean != p {
+		log.Info("--kubelet-registration-path cleaned", "given", p, "kubeletRegistrationPath", clean)
+		return clean
+	}
+	return p
+}
+
+func hasDotDot(p string) bool {
+	for _, e := range strings.Split(p, "/") {
+		if e == ".." {
+			return true
+		}
+	}
+	return false
 }

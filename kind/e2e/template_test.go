@@ -229,7 +229,7 @@ func ephemeralVolumeCase(t *testing.T, ctx context.Context, node string) {
 		t.Errorf("mounts under %s on %s: %+v, want one, of .../%s at %s", podDir, node, mounts, volID, target)
 	}
 	t.Logf("pod %s: volume %s, %s = %q, mounted at %s", uid, volID, file, content, target)
-	driverLogHas(t, ctx, node, "volume published", "volumeID="+volID, "outcome=mounted")
+	driverLogHas(t, ctx, node, "volume published", `volumeID="`+volID+`"`, `outcome="mounted"`) // klog text format
 
 	// Delete the pod; the kubelet unpublishes the volume.
 	t1 := time.Now()
@@ -262,7 +262,7 @@ func ephemeralVolumeCase(t *testing.T, ctx context.Context, node string) {
 		t.Fatalf("%s after the example pod was deleted, on %s: %q", podWait, node, left)
 	}
 	measure(t, "delete the example pod -> no mount, no volume directory, no pod directory", time.Since(t1))
-	driverLogHas(t, ctx, node, "volume unpublished", "volumeID="+volID, "outcome=removed")
+	driverLogHas(t, ctx, node, "volume unpublished", `volumeID="`+volID+`"`, `outcome="removed"`)
 }
 
 // driverStateDir is the driver's --state-dir in the deployed DaemonSet (the
