@@ -189,7 +189,7 @@ func TestFaults(t *testing.T) {
 			if err := doctor.WriteText(&text, r); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(text.String(), subject) || (sev != doctor.SeverityInfo && !strings.Contains(text.String(), "NOT healthy")) {
+			if !strings.Contains(text.String(), filepath.Base(subject)) || (sev != doctor.SeverityInfo && !strings.Contains(text.String(), "NOT healthy")) {
 				t.Errorf("text output lacks the finding:\n%s", text.String())
 			}
 		})

@@ -19,7 +19,8 @@ func WriteJSON(w io.Writer, r *Report) error {
 
 // WriteText writes the report as tables: the registry's entries, the CSI
 // drivers behind them, what the API server holds (with a kubeconfig), and
-// the findings, one line each with its fix; then a one-line verdict.
+// the findings, one line each with its fix; then a one-line verdict. Paths
+// inside the registry are shown relative to it.
 func WriteText(w io.Writer, r *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	line := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")) }
@@ -100,7 +101,7 @@ func WriteText(w io.Writer, r *Report) error {
 	if len(r.Findings) > 0 {
 		line("SEVERITY", "SUBJECT", "MESSAGE", "FIX")
 		for _, f := range r.Findings {
-			line(string(f.Severity), f.Subject, f.Message, f.Fix)
+			line(string(f.Severity), strings.TrimPrefix(f.Subject, r.PluginsRegistry+"/"), f.Message, f.Fix)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
