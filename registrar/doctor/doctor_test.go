@@ -179,6 +179,9 @@ func TestFaults(t *testing.T) {
 			sev, subject, subs := tc.plant(t, n, &o)
 			r := n.run(t, o)
 			wantFinding(t, r, sev, subject, subs...)
+			if all := append(find(r, doctor.SeverityError, subject), find(r, doctor.SeverityWarning, subject)...); len(all) > 1 {
+				t.Errorf("want the fault named once, with no follow-up noise:\n%s", dump(r))
+			}
 			if got := find(r, doctor.SeverityError, "ok.csi.example.com"); len(got) != 0 {
 				t.Errorf("the healthy driver got findings: %+v", got)
 			}
@@ -304,5 +307,29 @@ func TestBadOptions(t *testing.T) {
 	}
 	if l, err := doctor.ParseLabels("a=b, c=d="); err != nil || l["a"] != "b" || l["c"] != "d=" {
 		t.Errorf("ParseLabels: %v %v", l, err)
+	}
+}
+
+// TestPathTooLongHere: under HostRoot, a host path that fits a socket
+// address may not fit once prefixed: such a socket is reported as not
+// checked (a warning), not as broken.
+func TestPathTooLongHere(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	// A host root long enough that <root>/reg/<name> exceeds 107 bytes.
+	root := filepath.Join(n.dir, strings.Repeat("h", 80))
+	if err := os.MkdirAll(filepath.Join(root, "reg"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(n.dir, "x.sock")
+	staleSocket(t, short)
+	hostPath := "/reg/" + strings.Repeat("x", 20) + "-reg.sock"
+	if err := os.Rename(short, filepath.Join(root, hostPath)); err != nil {
+		t.Fatal(err)
+	}
+	r := n.run(t, doctor.Options{HostRoot: root, PluginsRegistry: "/reg", NodeName: "node-1"})
+	wantFinding(t, r, doctor.SeverityWarning, hostPath, "not checked", "--host-root")
+	if len(r.Findings) != 1 {
+		t.Errorf("want only that finding:\n%s", dump(r))
 	}
 }

@@ -46,6 +46,9 @@ func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
 	}
 	drv := &Driver{Endpoint: path}
 	e.Driver = drv
+	if !d.dialable(path) {
+		return
+	}
 	local := d.local(path)
 	st, err := os.Stat(local)
 	switch {

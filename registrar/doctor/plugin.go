@@ -40,6 +40,12 @@ const (
 // inspectSocket calls GetInfo on one registry socket as the kubelet does,
 // records the answer in e, and checks the CSI driver it announces.
 func (d *diagnosis) inspectSocket(ctx context.Context, e *Entry) {
+	if len(e.Path) > registrar.MaxSocketPathLength {
+		return // nobody can dial it; checkEntry flagged it
+	}
+	if !d.dialable(e.Path) {
+		return
+	}
 	info, outcome, err := getInfo(ctx, d.local(e.Path))
 	e.GetInfo = outcome
 	switch outcome {
@@ -84,6 +90,20 @@ func (d *diagnosis) inspectSocket(ctx context.Context, e *Entry) {
 			"GetInfo versions %q contain no 1.x version: the kubelet rejects the plugin", p.Versions)
 	}
 	d.inspectDriver(ctx, e)
+}
+
+// dialable reports whether this process can dial the host path: under
+// HostRoot a path may outgrow a socket address although the kubelet's does
+// not. If it cannot, that is a warning: the socket could not be checked.
+func (d *diagnosis) dialable(hostPath string) bool {
+	local := d.local(hostPath)
+	if len(local) <= registrar.MaxSocketPathLength {
+		return true
+	}
+	d.addf(SeverityWarning, hostPath, "run doctor on the node itself, without --host-root",
+		"not checked: under --host-root the path is %s, %d bytes long, over the %d a unix socket address holds",
+		local, len(local), registrar.MaxSocketPathLength)
+	return false
 }
 
 // hasV1 reports whether versions hold a 1.x version, as the kubelet's CSI
