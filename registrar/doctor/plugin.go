@@ -174,6 +174,8 @@ func dialGRPC(path string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///"+path,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
+		// A registrar does not take doctor's GetInfo for the kubelet's.
+		grpc.WithUserAgent(registrar.DoctorUserAgent),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", addr)
 		}))
