@@ -2,10 +2,12 @@ package registrar
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
@@ -42,8 +44,29 @@ func newRegistrationServer(driverName, endpoint string, hooks serverHooks) *regi
 	return &registrationServer{driverName: driverName, endpoint: endpoint, hooks: hooks, signal: make(chan struct{}, 1)}
 }
 
+// DoctorUserAgent starts the gRPC user agent of `csi-registrar doctor`. A
+// registration server answers its GetInfo like any other but does not take
+// it for the kubelet's: a GetInfo ends the wait for the kubelet
+// (Options.KubeletWait), and a diagnosis must not change what the registrar
+// does.
+const DoctorUserAgent = "csi-registrar-doctor"
+
+// fromDoctor reports whether the call comes from `csi-registrar doctor`.
+func fromDoctor(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, ua := range md.Get("user-agent") {
+		if strings.HasPrefix(ua, DoctorUserAgent) {
+			return true
+		}
+	}
+	return false
+}
+
 // GetInfo is called by the kubelet's plugin watcher (with a 1 s deadline).
 func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
+	if fromDoctor(ctx) {
+		return s.info(), nil // answered, not counted, not signalled
+	}
 	s.mu.Lock()
 	s.getInfos++
 	s.mu.Unlock()
@@ -51,12 +74,16 @@ func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoReq
 		s.hooks.onGetInfo()
 	}
 	s.notify()
+	return s.info(), nil
+}
+
+func (s *registrationServer) info() *registerapi.PluginInfo {
 	return &registerapi.PluginInfo{
 		Type:              registerapi.CSIPlugin,
 		Name:              s.driverName,
 		Endpoint:          s.endpoint,
 		SupportedVersions: supportedVersions,
-	}, nil
+	}
 }
 
 // NotifyRegistrationStatus records the kubelet's verdict. It never exits the

@@ -1,6 +1,7 @@
 // Command csi-registrar registers a CSI driver with the kubelet (`register`,
 // a drop-in for node-driver-registrar), runs a reference CSI node driver
-// (`driver`), and probes a driver for an exec liveness probe (`probe`).
+// (`driver`), probes a driver for an exec liveness probe (`probe`), and
+// diagnoses plugin registration on a node (`doctor`).
 //
 // Invoked as csi-node-driver-registrar (the image has that name too), it runs
 // `register` with upstream's arguments unchanged.
@@ -110,7 +111,7 @@ func newApp(stdout, stderr io.Writer, r roles) *cli.App {
 			case c.Args().First() == "help":
 				return cli.ShowAppHelp(c)
 			case c.Args().Present():
-				return usageError{fmt.Errorf("unknown command %q; the commands are register, driver, probe and version", c.Args().First())}
+				return usageError{fmt.Errorf("unknown command %q; the commands are register, driver, probe, doctor and version", c.Args().First())}
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -118,6 +119,7 @@ func newApp(stdout, stderr io.Writer, r roles) *cli.App {
 			registerCommand(r.register),
 			driverCommand(r.driver),
 			probeCommand(),
+			doctorCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

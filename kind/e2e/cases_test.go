@@ -304,6 +304,7 @@ func testDeployed(t *testing.T) {
 		t.Logf("node %s: annotation %s=%s; CSINode entry nodeID=%s topologyKeys=%v allocatable=%d; labels %v; pod %s Ready",
 			n, NodeIDAnnotation, nd.Annotations[NodeIDAnnotation], e.NodeID, e.TopologyKeys, *e.Allocatable.Count, pick(nd.Labels, cfg.TopologyKeys()), pod.Name)
 	}
+	checkDoctor(t, ctx, 0, "healthy: ", cfg.Driver) // csi-registrar doctor agrees (doctor_test.go)
 }
 
 func pick(m map[string]string, keys []string) map[string]string {
@@ -593,6 +594,7 @@ func testSocketRemoved(t *testing.T) {
 	}
 	checkRestarts(t, ctx, pod, nil)
 	checkRegistered(t, ctx, n)
+	checkDoctorStaleSocket(t, ctx, n) // what a killed registrar leaves, named by csi-registrar doctor
 }
 
 // 5. Driver container killed: the kubelet keeps the registration of a dead
@@ -801,6 +803,7 @@ func testKubeletRejects(t *testing.T) {
 			t.Errorf("node %s: registered while the label collides: annotation %v, entries %+v", n, r.Annotated, r.Entries)
 		}
 	}
+	checkDoctor(t, ctx, 1, "collides with the Node's label "+key+"="+collide, "not registered") // named by csi-registrar doctor
 	if bad := podRec.All(0, func(s State) bool {
 		for _, p := range s.Pods() {
 			if PodReady(p) {

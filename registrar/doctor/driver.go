@@ -1,0 +1,185 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
+
+// maxNodeIDLength is the API server's limit on CSINode's nodeID.
+const maxNodeIDLength = 192
+
+// Driver is what a CSI endpoint answered.
+type Driver struct {
+	// Endpoint is the host path the kubelet dials.
+	Endpoint string `json:"endpoint"`
+	// Ready is Probe's answer; nil if Probe failed.
+	Ready             *bool             `json:"ready,omitempty"`
+	Name              string            `json:"name,omitempty"`
+	VendorVersion     string            `json:"vendorVersion,omitempty"`
+	NodeID            string            `json:"nodeID,omitempty"`
+	MaxVolumesPerNode int64             `json:"maxVolumesPerNode,omitempty"`
+	Topology          map[string]string `json:"topology,omitempty"`
+}
+
+// inspectDriver dials the CSI endpoint e's plugin announced, as the kubelet
+// would, and calls Probe, GetPluginInfo and NodeGetInfo.
+func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
+	p := e.Plugin
+	endpoint := p.Endpoint
+	if endpoint == "" {
+		endpoint = e.Path // the kubelet's rule: no endpoint means this same socket
+	}
+	subject := p.Name
+	path, err := registrar.ParseEndpoint(endpoint)
+	if err != nil {
+		d.addf(SeverityError, subject, "set the registrar's --kubelet-registration-path to the driver socket's absolute host path, at most 107 bytes",
+			"the endpoint %q announced by %s cannot be dialed by the kubelet: %v", endpoint, e.Path, err)
+		return
+	}
+	drv := &Driver{Endpoint: path}
+	e.Driver = drv
+	if !d.dialable(path) {
+		return
+	}
+	local := d.local(path)
+	st, err := os.Stat(local)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.addf(SeverityError, subject, "start the driver, or make --kubelet-registration-path match where the driver's socket is on the host (the hostPath of its socket directory)",
+			"the endpoint %s announced by %s does not exist", path, e.Path)
+		return
+	case err != nil:
+		d.addf(SeverityError, subject, "run doctor as root on the node", "cannot inspect the endpoint %s: %v", path, err)
+		return
+	case st.Mode().Type() != fs.ModeSocket:
+		d.addf(SeverityError, subject, "point --kubelet-registration-path at the driver's socket",
+			"the endpoint %s announced by %s is a %s, not a socket", path, e.Path, kindOf(st.Mode()))
+		return
+	}
+	if err := dialCheck(local, d.opts.Timeout); err != nil {
+		switch classifyDial(err) {
+		case GetInfoStale:
+			d.addf(SeverityError, subject, "the driver is not running: check its container (crictl ps -a) and restart it",
+				"the driver's socket %s is stale: nobody listens on it (connection refused)", path)
+		default:
+			d.addf(SeverityError, subject, "check the driver's container (crictl ps -a, crictl logs)", "cannot connect to the driver at %s: %v", path, err)
+		}
+		return
+	}
+	conn, err := dialGRPC(local)
+	if err != nil {
+		d.addf(SeverityError, subject, "check the endpoint", "cannot dial %s: %v", path, err)
+		return
+	}
+	defer conn.Close()
+	ident, node := csi.NewIdentityClient(conn), csi.NewNodeClient(conn)
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, d.opts.Timeout) }
+
+	cctx, cancel := call()
+	pr, err := ident.Probe(cctx, &csi.ProbeRequest{})
+	cancel()
+	if err != nil {
+		d.addf(SeverityError, subject, "check the driver's log; a driver that does not answer Probe within --timeout is not serving",
+			"Probe on %s failed: %v", path, err)
+		return
+	}
+	ready := pr.GetReady() == nil || pr.GetReady().GetValue() // unset means ready (CSI spec)
+	drv.Ready = &ready
+	if !ready {
+		d.addf(SeverityWarning, subject, "wait for the driver to finish starting, or check its log", "the driver at %s reports not ready (Probe)", path)
+	}
+
+	cctx, cancel = call()
+	info, err := ident.GetPluginInfo(cctx, &csi.GetPluginInfoRequest{})
+	cancel()
+	if err != nil {
+		d.addf(SeverityError, subject, "check the driver's log", "GetPluginInfo on %s failed: %v", path, err)
+	} else {
+		drv.Name, drv.VendorVersion = info.GetName(), info.GetVendorVersion()
+		if drv.Name != p.Name {
+			d.addf(SeverityError, subject, "restart the registrar so that it asks the driver again (upstream node-driver-registrar never does), or fix --kubelet-registration-path if it points at another driver",
+				"name mismatch: %s announces %q, but the driver at its endpoint %s calls itself %q", e.Path, p.Name, path, drv.Name)
+		}
+	}
+
+	cctx, cancel = call()
+	ni, err := node.NodeGetInfo(cctx, &csi.NodeGetInfoRequest{})
+	cancel()
+	if err != nil {
+		d.addf(SeverityError, subject, "check the driver's log: the kubelet calls NodeGetInfo to register the driver and rejects it when the call fails",
+			"NodeGetInfo on %s failed: %v", path, err)
+		return
+	}
+	drv.NodeID, drv.MaxVolumesPerNode = ni.GetNodeId(), ni.GetMaxVolumesPerNode()
+	drv.Topology = ni.GetAccessibleTopology().GetSegments()
+	d.checkNodeInfo(subject, path, drv)
+}
+
+// checkNodeInfo checks NodeGetInfo's answer as the kubelet and the API
+// server would, and against the node's name and labels.
+func (d *diagnosis) checkNodeInfo(subject, path string, drv *Driver) {
+	switch {
+	case drv.NodeID == "":
+		d.addf(SeverityError, subject, "give the driver its node ID, e.g. --node-id=$(KUBE_NODE_NAME) with KUBE_NODE_NAME from the downward API (spec.nodeName)",
+			"NodeGetInfo on %s returns an empty node ID: the kubelet rejects the registration", path)
+	case len(drv.NodeID) > maxNodeIDLength:
+		d.addf(SeverityError, subject, "shorten the driver's node ID",
+			"NodeGetInfo's node ID is %d bytes long; the API server accepts at most %d in CSINode", len(drv.NodeID), maxNodeIDLength)
+	case d.opts.NodeName != "" && drv.NodeID != d.opts.NodeName:
+		d.addf(SeverityInfo, subject, "right if the driver uses another identity (e.g. a cloud instance ID); otherwise pass --node-id=$(KUBE_NODE_NAME) (from spec.nodeName): a host name read inside a pod is the pod's name",
+			"node ID %q is not the node name %q", drv.NodeID, d.opts.NodeName)
+	}
+	keys := make([]string, 0, len(drv.Topology))
+	for k := range drv.Topology {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := drv.Topology[k]
+		if old, ok := d.nodeLabel(k); ok && old != v {
+			d.addf(SeverityError, subject, "remove or correct the Node label (kubectl label node "+d.opts.NodeName+" "+k+"-), or fix the driver's topology",
+				"topology segment %s=%s collides with the Node's label %s=%s: the kubelet rejects the registration", k, v, k, old)
+		}
+	}
+}
+
+// nodeLabel looks a label up in the options' labels, then in the Node
+// object read from the API server.
+func (d *diagnosis) nodeLabel(key string) (string, bool) {
+	if v, ok := d.opts.NodeLabels[key]; ok {
+		return v, true
+	}
+	if d.node != nil { // written before the sockets are inspected, read-only since
+		v, ok := d.node.Labels[key]
+		return v, ok
+	}
+	return "", false
+}
+
+// ParseLabels parses "k=v,k2=v2" (the kubelet's --node-labels form).
+func ParseLabels(s string) (map[string]string, error) {
+	labels := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return labels, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, badOption("node label", kv, "must be key=value", "write --node-labels=key=value,key2=value2")
+		}
+		labels[k] = v
+	}
+	return labels, nil
+}
+
+func badOption(what, value, rule, fix string) error {
+	return &registrar.ValidationError{What: what, Value: value, Rule: rule, Fix: fix}
+}

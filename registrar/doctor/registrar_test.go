@@ -1,0 +1,79 @@
+package doctor_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
+	"github.com/csi-registrar/csi-registrar/stubdriver"
+)
+
+// TestDoctorChangesNothing: doctor's GetInfo on a csi-registrar socket is
+// answered but not taken for the kubelet's (it would end the registrar's
+// wait for the kubelet, --kubelet-wait); a kubelet's GetInfo still is.
+// The registrar and the driver are the real ones, in this process.
+func TestDoctorChangesNothing(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	drvSock := filepath.Join(n.dir, "csi.sock")
+	drv, err := stubdriver.New(stubdriver.Options{Endpoint: drvSock, Name: "s.csi.example.com", NodeID: "node-1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registrar.New(registrar.Options{CSIAddress: drvSock, KubeletRegistrationPath: drvSock,
+		PluginRegistrationPath: n.registry, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 2)
+	go func() { drv.Run(ctx); done <- struct{}{} }()
+	go func() { reg.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+
+	regSock := filepath.Join(n.registry, "s.csi.example.com-reg.sock")
+	deadline := time.Now().Add(10 * time.Second)
+	for reg.Status().Stage != registrar.StageWaitingForKubelet {
+		if time.Now().After(deadline) {
+			t.Fatalf("registrar not serving: %v", reg.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	r := n.run(t, n.opts())
+	if len(r.Findings) != 0 || entry(t, r, regSock).Driver == nil {
+		t.Fatalf("want the registrar's socket checked, no findings:\n%s", dump(r))
+	}
+	if got := getInfoCalls(t, reg); got != "0" {
+		t.Errorf("after doctor: the registrar counted %s GetInfo calls from the kubelet, want 0", got)
+	}
+	if _, err := registrartest.GetInfoSocket(ctx, regSock); err != nil {
+		t.Fatal(err)
+	}
+	if got := getInfoCalls(t, reg); got != "1" {
+		t.Errorf("after a kubelet's GetInfo: %s GetInfo calls counted, want 1", got)
+	}
+}
+
+// getInfoCalls reads csi_registrar_getinfo_calls_total from the registrar's
+// /metrics (counted before GetInfo returns).
+func getInfoCalls(t *testing.T, reg *registrar.Registrar) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	reg.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, "csi_registrar_getinfo_calls_total "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no csi_registrar_getinfo_calls_total in /metrics:\n%s", rec.Body.String())
+	return ""
+}
