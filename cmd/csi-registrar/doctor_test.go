@@ -47,14 +47,22 @@ func TestExecDoctor(t *testing.T) {
 	res = runProc(t, binary, append(args, "--output=json")...)
 	var report struct {
 		Entries []struct {
-			Path, GetInfo string
+			Path, GetInfo, Ignored string
 		}
 		Findings []struct{ Severity, Subject, Message, Fix string }
 	}
 	if err := json.Unmarshal([]byte(res.stdout), &report); err != nil || res.code != exitError {
 		t.Fatalf("--output=json: %v; %s", err, res)
 	}
-	if len(report.Findings) != 1 || report.Findings[0].Subject != stale || report.Findings[0].Severity != "error" || len(report.Entries) != 2 {
+	// The two sockets, and the registrar's lock file (a dot-name: listed as
+	// ignored, as the kubelet ignores it).
+	used := 0
+	for _, e := range report.Entries {
+		if e.Ignored == "" {
+			used++
+		}
+	}
+	if len(report.Findings) != 1 || report.Findings[0].Subject != stale || report.Findings[0].Severity != "error" || used != 2 {
 		t.Errorf("--output=json: %+v", report)
 	}
 }
