@@ -86,9 +86,9 @@ func TestTwoProcessesNeverTakeEachOthersSocket(t *testing.T) {
 		t.Fatalf("the second process did not start: %q %v: %s", line, err, errOut)
 	}
 	mine := contend(path, rounds)
-	rest, _ := io.ReadAll(rd)
+	rest, _ := io.ReadAll(rd) // before Wait, which closes the pipe
+	childErr := child.Wait()  // after it, errOut is no longer written
 	out := append(rest, errOut.Bytes()...)
-	childErr := child.Wait()
 	if mine != nil {
 		t.Error(mine)
 	}
