@@ -107,6 +107,9 @@ func runSuite(m *testing.M) int {
 			logf("Kubernetes: node %s runs kubelet %s (%s)", n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KernelVersion)
 		}
 	}
+	if *driverFlag != "" { // make e2e-driver: another driver's manifests (driver_suite_test.go)
+		return runDriverSuite(ctx, m, root)
+	}
 	if err := setup(ctx, root); err != nil {
 		logf("setup failed: %v", err)
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
