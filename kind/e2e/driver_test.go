@@ -276,7 +276,7 @@ func testAnyDriverDeployed(t *testing.T) {
 func measureGone(t *testing.T, i int, what string, d time.Duration) {
 	t.Helper()
 	if i == 0 {
-		t.Logf("%s: already before the delete (never registered)", what)
+		t.Logf("%s: already gone before the delete (not registered then)", what)
 		return
 	}
 	measure(t, "delete -> "+what, d)
