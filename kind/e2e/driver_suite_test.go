@@ -220,7 +220,18 @@ func driverSetup(ctx context.Context, root string) error {
 			}
 		}
 		if err := d.waitUnregistered(ctx, allNodes, 30*time.Second); err != nil {
-			return err
+			// No socket of the driver is left, yet the API says registered:
+			// the kubelet lost it (e.g. the node was restarted with a
+			// registrar that leaked its socket) and will never remove it.
+			logf("%v: removing the stale registration through the API", err)
+			for _, n := range allNodes {
+				if err := clearRegistration(ctx, n, d.name); err != nil {
+					return err
+				}
+			}
+			if err := d.waitUnregistered(ctx, allNodes, 30*time.Second); err != nil {
+				return err
+			}
 		}
 	}
 	logf("clean slate (the driver's objects deleted) in %s", time.Since(t).Round(100*time.Millisecond))
