@@ -38,3 +38,31 @@ e2e-kind: e2e-build ## end-to-end suite on kind (Docker): creates kind/cluster.y
 .PHONY: e2e-matrix
 e2e-matrix: ## e2e on Kubernetes 1.34, 1.35, 1.36, 1.37 in turn (local node): a version × case table with the times
 	@$(call with_node_lock,bash kind/e2e-matrix.sh $(E2E_VERSIONS))
+
+# ---------------------------------------------------------------------------
+# Any driver's manifests, with csi-registrar in place of node-driver-registrar
+# (kind/e2e/driver_suite_test.go): the registration cases that make sense for
+# any driver. DRIVER is a kustomize directory or a manifest file; DRIVER_IMAGES
+# the image archives its manifests need (comma-separated). E2E_PROVIDER=kind
+# runs it on kind, otherwise it runs on the local node under its lock, as e2e.
+DRIVER        ?=
+DRIVER_IMAGES ?=
+e2e_comma     := ,
+e2e_space     := $() $()
+# Paths made absolute: the suite resolves relative ones from the repository root.
+E2E_DRIVER_RUN = $(E2E_RUN) -driver=$(abspath $(DRIVER)) \
+	-driver-images=$(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(DRIVER_IMAGES))))
+.PHONY: e2e-driver e2e-driver-args
+
+# Checked before anything is built.
+e2e-driver-args:
+	@[ -n "$(DRIVER)" ] || { echo "DRIVER is required: make e2e-driver DRIVER=<kustomize dir or manifest file> [DRIVER_IMAGES=a.tar,b.tar]" >&2; exit 2; }
+	@[ -e "$(DRIVER)" ] || { echo "DRIVER=$(DRIVER): no such file or directory (want a kustomize directory or a manifest file)" >&2; exit 2; }
+	@for i in $(subst $(e2e_comma), ,$(DRIVER_IMAGES)); do [ -r "$$i" ] || { echo "DRIVER_IMAGES: cannot read $$i (want image archives, e.g. from docker save or buildah push docker-archive:FILE)" >&2; exit 2; }; done
+
+e2e-driver: e2e-driver-args e2e-build ## registration cases on your driver: DRIVER=<kustomize dir|manifest> [DRIVER_IMAGES=a.tar,b.tar]
+	@if [ "$${E2E_PROVIDER:-local}" = kind ]; then \
+	  E2E_PROVIDER=kind E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_DRIVER_RUN); \
+	else \
+	  $(call with_node_lock,env E2E_LOCKED=1 E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_DRIVER_RUN)); \
+	fi

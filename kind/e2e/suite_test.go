@@ -107,6 +107,9 @@ func runSuite(m *testing.M) int {
 			logf("Kubernetes: node %s runs kubelet %s (%s)", n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KernelVersion)
 		}
 	}
+	if *driverFlag != "" { // make e2e-driver: another driver's manifests (driver_suite_test.go)
+		return runDriverSuite(ctx, m, root)
+	}
 	if err := setup(ctx, root); err != nil {
 		logf("setup failed: %v", err)
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
@@ -207,7 +210,7 @@ func setup(ctx context.Context, root string) error {
 		// a restart) and will never remove it. Remove it as it would have.
 		logf("%v: removing the stale registration through the API", err)
 		for _, n := range allNodes {
-			if err := clearRegistration(ctx, n); err != nil {
+			if err := clearRegistration(ctx, n, cfg.Driver); err != nil {
 				return err
 			}
 		}
@@ -281,7 +284,7 @@ func setTopologyLabels(ctx context.Context, node string, vals map[string]string)
 
 // clearRegistration removes the driver's key from the node annotation and its
 // entry from the CSINode, as the kubelet does when it unregisters a driver.
-func clearRegistration(ctx context.Context, node string) error {
+func clearRegistration(ctx context.Context, node, driver string) error {
 	nd, err := cl.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -290,8 +293,8 @@ func clearRegistration(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := m[cfg.Driver]; ok {
-		delete(m, cfg.Driver)
+	if _, ok := m[driver]; ok {
+		delete(m, driver)
 		var v any // null removes the annotation
 		if len(m) > 0 {
 			js, _ := json.Marshal(m)
@@ -311,7 +314,7 @@ func clearRegistration(ctx context.Context, node string) error {
 	}
 	kept := cn.Spec.Drivers[:0]
 	for _, d := range cn.Spec.Drivers {
-		if d.Name != cfg.Driver {
+		if d.Name != driver {
 			kept = append(kept, d)
 		}
 	}

@@ -1,0 +1,428 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/kind/e2e/driverspec"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The driver suite (`make e2e-driver DRIVER=...`, or `go test -tags e2e
+// ./kind/e2e -driver=...`): the registration cases that make sense for any
+// CSI driver, run against the driver's own manifests with csi-registrar in
+// place of node-driver-registrar. With -driver, TestMain deploys those
+// manifests instead of manifests/ and only TestDriver runs.
+//
+// Environment: E2E_REGISTRAR_IMAGE, the image name of the csi-registrar
+// image under test, as the nodes know it once E2E_IMAGE_ARCHIVE is loaded
+// (default csi-registrar:dev, what `make image` builds).
+var (
+	driverFlag = flag.String("driver", "",
+		"the driver to test: a kustomize directory or a manifest file (relative paths: from the repository root)")
+	driverImagesFlag = flag.String("driver-images", "",
+		"comma-separated image archives (docker-archive or OCI) the driver's manifests need, loaded into every node")
+	registrarImageFlag = flag.String("registrar-image", "",
+		"the csi-registrar image that replaces node-driver-registrar (default $E2E_REGISTRAR_IMAGE, else csi-registrar:dev)")
+	driverRegisterWait = flag.Duration("driver-register-timeout", time.Minute,
+		"how long case 1 waits for the kubelet to register the driver once its pods run")
+)
+
+// dut is the driver under test; nil without -driver.
+var dut *driverUnderTest
+
+// driverUnderTest is what the driver suite learned from the driver's
+// manifests and from the nodes.
+type driverUnderTest struct {
+	spec     *driverspec.Spec
+	manifest string // the manifests as applied (registrar image swapped)
+	name     string // the driver name the kubelet registers
+	nameFrom string
+	nodes    []string   // the nodes that run its DaemonSet, sorted
+	dialer   NodeDialer // nil: the provider cannot dial the nodes' sockets
+
+	// Set by the setup for case 1: the time of `kubectl apply` and the
+	// CSINode recorders started before it.
+	applied time.Time
+	cnRecs  map[string]*Recorder
+}
+
+func (d *driverUnderTest) regSocket() string { return d.name + "-reg.sock" }
+
+// resolve makes a path of a flag absolute: relative ones are taken from the
+// repository root (`go test` runs in the package's directory).
+func resolve(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+// runDriverSuite is TestMain's part for -driver, once the cluster is up.
+func runDriverSuite(ctx context.Context, m *testing.M, root string) int {
+	defer func() {
+		if dut != nil {
+			for _, r := range dut.cnRecs {
+				r.Stop()
+			}
+		}
+	}()
+	if err := driverSetup(ctx, root); err != nil {
+		logf("driver setup failed: %v", err)
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		fmt.Println(cl.Diagnostics(dctx, allNodes))
+		return 1
+	}
+	// Only the driver cases: the project's own cases need manifests/.
+	if f := flag.Lookup("test.run"); f != nil && !strings.HasPrefix(f.Value.String(), "TestDriver") && !strings.HasPrefix(f.Value.String(), "^TestDriver") {
+		if err := f.Value.Set("^TestDriver$"); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+	code := m.Run()
+	printTimings()
+	return code
+}
+
+// driverSetup loads the images, renders the driver's manifests, swaps the
+// registrar image, starts from a clean slate (the driver's objects deleted)
+// and applies them, then waits until every pod of the DaemonSet is Ready.
+// Whether the kubelet registers the driver is case 1's question.
+func driverSetup(ctx context.Context, root string) error {
+	src := resolve(root, *driverFlag)
+	st, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("-driver=%s: %w (want a kustomize directory or a manifest file)", *driverFlag, err)
+	}
+	image := *registrarImageFlag
+	if image == "" {
+		image = os.Getenv("E2E_REGISTRAR_IMAGE")
+	}
+	if image == "" {
+		image = "csi-registrar:dev"
+	}
+	archives := []string{os.Getenv("E2E_IMAGE_ARCHIVE")}
+	if archives[0] == "" {
+		archives[0] = filepath.Join(root, "bin", "image.tar")
+	}
+	for _, a := range strings.Split(*driverImagesFlag, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			archives = append(archives, resolve(root, a))
+		}
+	}
+	for i, a := range archives {
+		if _, err := os.Stat(a); err != nil {
+			if i == 0 {
+				return fmt.Errorf("csi-registrar image archive: %w (run `make image`, or set E2E_IMAGE_ARCHIVE)", err)
+			}
+			return fmt.Errorf("-driver-images: %w", err)
+		}
+		t := time.Now()
+		if err := cl.Provider.LoadImage(ctx, a); err != nil {
+			return err
+		}
+		logf("loaded %s in %s", a, time.Since(t).Round(100*time.Millisecond))
+	}
+
+	// Render: kustomize for a directory, the file as it is otherwise.
+	var rendered []byte
+	if st.IsDir() {
+		if _, err := os.Stat(filepath.Join(src, "kustomization.yaml")); err != nil {
+			if _, err2 := os.Stat(filepath.Join(src, "kustomization.yml")); err2 != nil {
+				if _, err3 := os.Stat(filepath.Join(src, "Kustomization")); err3 != nil {
+					return fmt.Errorf("-driver=%s is a directory without a kustomization.yaml: pass a kustomize directory or a manifest file", *driverFlag)
+				}
+			}
+		}
+		out, err := cl.Kubectl(ctx, "kustomize", src)
+		if err != nil {
+			return err
+		}
+		rendered = []byte(out)
+	} else if rendered, err = os.ReadFile(src); err != nil {
+		return err
+	}
+	spec, err := driverspec.Parse(rendered, image)
+	if err != nil {
+		return fmt.Errorf("-driver=%s: %w", *driverFlag, err)
+	}
+	d := &driverUnderTest{spec: spec, name: spec.DriverName, nameFrom: spec.DriverNameFrom, cnRecs: map[string]*Recorder{}}
+	d.dialer, _ = cl.Provider.(NodeDialer)
+	for _, sw := range spec.Swaps {
+		logf("replaced: %s (args as written)", sw)
+	}
+	for _, p := range spec.Problems() {
+		logf("warning: %s", p)
+	}
+	y, err := spec.YAML()
+	if err != nil {
+		return err
+	}
+	d.manifest = filepath.Join(root, "bin", "e2e", "driver-manifests.yaml")
+	if err := os.MkdirAll(filepath.Dir(d.manifest), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(d.manifest, y, 0o644); err != nil {
+		return err
+	}
+	logf("manifests as applied: %s", d.manifest)
+
+	ds := spec.DaemonSet
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return fmt.Errorf("DaemonSet %s: selector: %w", ds.Name, err)
+	}
+	cl.Namespace, cl.DaemonSet, cl.Selector, cl.MetricsPort = spec.Namespace, ds.Name, sel.String(), spec.HTTPPort
+
+	nl, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	allNodes = nil
+	for _, n := range nl.Items {
+		allNodes = append(allNodes, n.Name)
+	}
+	sort.Strings(allNodes)
+
+	// A clean slate: nothing of the driver's deployed, and no socket of it
+	// left in plugins_registry by a killed registrar of an earlier run.
+	t := time.Now()
+	if _, err := cl.Kubectl(ctx, "delete", "-f", d.manifest, "--ignore-not-found", "--wait=true", "--timeout=180s"); err != nil {
+		return err
+	}
+	if d.name != "" {
+		for _, n := range allNodes {
+			files, err := cl.Provider.PluginsRegistry(ctx, n)
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				if strings.HasPrefix(f.Name, d.name) {
+					logf("node %s: removing %s/%s, left behind by an earlier run", n, PluginsRegistry, f.Name)
+					if err := cl.Provider.RemoveFile(ctx, n, PluginsRegistry+"/"+f.Name); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if err := d.waitUnregistered(ctx, allNodes, 30*time.Second); err != nil {
+			// No socket of the driver is left, yet the API says registered:
+			// the kubelet lost it (e.g. the node was restarted with a
+			// registrar that leaked its socket) and will never remove it.
+			logf("%v: removing the stale registration through the API", err)
+			for _, n := range allNodes {
+				if err := clearRegistration(ctx, n, d.name); err != nil {
+					return err
+				}
+			}
+			if err := d.waitUnregistered(ctx, allNodes, 30*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	logf("clean slate (the driver's objects deleted) in %s", time.Since(t).Round(100*time.Millisecond))
+
+	before := map[string]map[string]bool{} // node -> socket IDs before the apply
+	for _, n := range allNodes {
+		files, err := cl.Provider.PluginsRegistry(ctx, n)
+		if err != nil {
+			return err
+		}
+		before[n] = map[string]bool{}
+		for _, f := range files {
+			before[n][f.ID()] = true
+		}
+		r, err := cl.RecordCSINode(ctx, n)
+		if err != nil {
+			return err
+		}
+		d.cnRecs[n] = r
+	}
+	pods, err := cl.RecordPods(ctx)
+	if err != nil {
+		return err
+	}
+	defer pods.Stop()
+	d.applied = time.Now()
+	if _, err := cl.Kubectl(ctx, "apply", "-f", d.manifest); err != nil {
+		return err
+	}
+	if err := waitPodsReady(ctx, 3*time.Minute); err != nil {
+		return err
+	}
+	pm, err := cl.Pods(ctx)
+	if err != nil {
+		return err
+	}
+	for n := range pm {
+		d.nodes = append(d.nodes, n)
+	}
+	sort.Strings(d.nodes)
+	for _, n := range d.nodes {
+		_, ev, err := pods.Await(ctx, 0, time.Second, "pod Ready on "+n, func(s State) bool {
+			for _, p := range s.Pods() {
+				if p.Spec.NodeName == n && PodReady(p) {
+					return true
+				}
+			}
+			return false
+		})
+		if err == nil {
+			record("setup", "kubectl apply -> pod Ready on "+n, ev.At.Sub(d.applied))
+		}
+	}
+
+	if d.name == "" {
+		if err := d.learnName(ctx, before); err != nil {
+			return err
+		}
+	}
+	dut = d
+	logf("driver %s (from %s); DaemonSet %s/%s on %v: registrar container %s, driver container %q; --csi-address=%s, --kubelet-registration-path=%s; HTTP endpoint: %s; node sockets dialable: %v",
+		d.name, d.nameFrom, spec.Namespace, ds.Name, d.nodes, spec.Registrar, spec.Driver, spec.CSIAddress, spec.RegistrationPath,
+		orNone(spec.HTTPPort), d.dialer != nil)
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return ":" + s
+}
+
+// learnName asks the registration sockets that appeared since the apply
+// (GetInfo, as the kubelet does) which one announces the driver's socket
+// (--kubelet-registration-path), and takes its name.
+func (d *driverUnderTest) learnName(ctx context.Context, before map[string]map[string]bool) error {
+	if d.dialer == nil {
+		return fmt.Errorf("the manifests do not name the driver (no --driver-name on the registrar, %d CSIDriver objects) and provider %s cannot dial the node's registration socket to ask it (GetInfo): add the CSIDriver object or --driver-name",
+			len(d.spec.CSIDrivers), cl.Provider.Name())
+	}
+	n := d.nodes[0]
+	var seen []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, *driverRegisterWait, true, func(ctx context.Context) (bool, error) {
+		files, err := cl.Provider.PluginsRegistry(ctx, n)
+		if err != nil {
+			return false, err
+		}
+		seen = nil
+		for _, f := range files {
+			if !f.Socket || before[n][f.ID()] {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			info, err := RegistrationInfo(cctx, d.dialer, n, PluginsRegistry+"/"+f.Name)
+			cancel()
+			if err != nil {
+				seen = append(seen, fmt.Sprintf("%s: %v", f.Name, err))
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s: name %q, endpoint %q", f.Name, info.Name, info.Endpoint))
+			if info.Endpoint == d.spec.RegistrationPath {
+				d.name, d.nameFrom = info.Name, "GetInfo on "+PluginsRegistry+"/"+f.Name+" on "+n
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the manifests do not name the driver, and no new registration socket on %s announced --kubelet-registration-path=%s within %s (new sockets: %q): is the registrar running (its log)?",
+			n, d.spec.RegistrationPath, *driverRegisterWait, seen)
+	}
+	return nil
+}
+
+// waitPodsReady waits until the DaemonSet is rolled out and each of its pods
+// is Ready. Readiness is the manifests' own (upstream layouts have no
+// readiness probe: Ready means running); registration is not waited for.
+func waitPodsReady(ctx context.Context, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ds, err := cl.Client.AppsV1().DaemonSets(cl.Namespace).Get(ctx, cl.DaemonSet, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		st := ds.Status
+		last = fmt.Sprintf("DaemonSet generation %d (observed %d): desired %d, updated %d, ready %d",
+			ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady)
+		if st.ObservedGeneration < ds.Generation || st.DesiredNumberScheduled == 0 ||
+			st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled {
+			return false, nil
+		}
+		pods, err := cl.Pods(ctx)
+		if err != nil {
+			return false, err
+		}
+		gen := strconv.FormatInt(ds.Generation, 10)
+		for n, p := range pods {
+			if !PodReady(p) || p.Labels["pod-template-generation"] != gen {
+				last = fmt.Sprintf("pod %s on %s: Ready %v, template generation %s of %s; %s", p.Name, n, PodReady(p), p.Labels["pod-template-generation"], gen, waitingReasons(p))
+				return false, nil
+			}
+		}
+		return len(pods) == int(st.DesiredNumberScheduled), nil
+	})
+	if err != nil {
+		return fmt.Errorf("DaemonSet %s/%s: pods not Ready after %s: %w: %s", cl.Namespace, cl.DaemonSet, timeout, err, last)
+	}
+	return nil
+}
+
+// waitingReasons summarises why a pod's containers are not running.
+func waitingReasons(p *corev1.Pod) string {
+	var out []string
+	for _, s := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		switch {
+		case s.State.Waiting != nil:
+			out = append(out, fmt.Sprintf("container %s waiting: %s %s", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message))
+		case s.State.Terminated != nil:
+			out = append(out, fmt.Sprintf("container %s terminated: %s (exit %d) %s", s.Name, s.State.Terminated.Reason, s.State.Terminated.ExitCode, s.State.Terminated.Message))
+		case !s.Ready:
+			out = append(out, fmt.Sprintf("container %s not ready", s.Name))
+		}
+	}
+	if len(out) == 0 {
+		return "containers running"
+	}
+	return strings.Join(out, "; ")
+}
+
+// waitUnregistered waits until no node has the driver in its annotation or
+// CSINode.
+func (d *driverUnderTest) waitUnregistered(ctx context.Context, nodes []string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, n := range nodes {
+			r, err := cl.Registered(ctx, n, d.name)
+			if err != nil {
+				return false, err
+			}
+			if r.Annotated || len(r.Entries) > 0 {
+				last = fmt.Sprintf("node %s: annotation key %v, %d CSINode entries", n, r.Annotated, len(r.Entries))
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("driver %s still registered with nothing of it deployed (%s): %w; a registration socket of a process that is gone in %s?",
+			d.name, last, err, PluginsRegistry)
+	}
+	return nil
+}

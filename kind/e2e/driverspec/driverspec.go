@@ -1,0 +1,476 @@
+// Package driverspec reads a CSI driver's rendered manifests the way the
+// registration e2e suite needs them (`make e2e-driver`): it swaps every
+// node-driver-registrar image for the csi-registrar image under test, leaving
+// every other field as written, and learns from the objects what to expect
+// from the kubelet: the node DaemonSet, its registrar and driver containers,
+// the driver name, the sockets.
+//
+// It works on the rendered YAML only (no cluster, no client-go), so that its
+// rules are tested by `make test`.
+package driverspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// UpstreamRegistrarSuffix is how the repository of an image that is
+// replaced ends: registry.k8s.io/sig-storage/csi-node-driver-registrar, a
+// mirror of it, a vendor's rebuild named *node-driver-registrar.
+const UpstreamRegistrarSuffix = "node-driver-registrar"
+
+// Swap is one image replaced in the rendered objects.
+type Swap struct {
+	Kind, Namespace, Name string // the object
+	Container             string
+	From, To              string // images
+	// PullPolicy is the container's imagePullPolicy when it was Always and
+	// was set to IfNotPresent (the image under test is on the nodes only, no
+	// registry has it); empty when it was left as written.
+	PullPolicy string
+}
+
+func (s Swap) String() string {
+	where := s.Kind + " " + s.Name
+	if s.Namespace != "" {
+		where = s.Kind + " " + s.Namespace + "/" + s.Name
+	}
+	out := fmt.Sprintf("%s, container %s: image %s -> %s", where, s.Container, s.From, s.To)
+	if s.PullPolicy != "" {
+		out += fmt.Sprintf(" (imagePullPolicy %s -> IfNotPresent)", s.PullPolicy)
+	}
+	return out
+}
+
+// Spec is what a driver's manifests say about its node registration.
+type Spec struct {
+	// Objects are the rendered objects, with the registrar images swapped.
+	Objects []map[string]any
+	Swaps   []Swap
+
+	// DaemonSet is the node DaemonSet: the one (not for Windows nodes) whose
+	// pod runs a swapped registrar.
+	DaemonSet *appsv1.DaemonSet
+	// Namespace is the DaemonSet's namespace ("default" when the manifests
+	// name none, as kubectl applies them).
+	Namespace string
+	// Registrar and Driver are container names in the DaemonSet's pod. Driver
+	// is the other container that mounts the registrar's socket directory
+	// (empty when there is none).
+	Registrar, Driver string
+
+	// DriverName is the name the kubelet must register, from the registrar's
+	// --driver-name, else from the one CSIDriver object; empty when the
+	// objects do not say (then only GetInfo on the node can tell).
+	DriverName string
+	// DriverNameFrom says where DriverName comes from.
+	DriverNameFrom string
+	// CSIDrivers are the names of the CSIDriver objects in the manifests.
+	CSIDrivers []string
+
+	// CSIAddress is the registrar's --csi-address (default /run/csi/socket,
+	// unix:// removed, $(VAR) expanded from the container's env values).
+	CSIAddress string
+	// RegistrationPath is --kubelet-registration-path, expanded.
+	RegistrationPath string
+	// HostSocket is where CSIAddress is on the node, from the hostPath
+	// volume mounted over it; empty when that is not a hostPath.
+	HostSocket string
+	// HostSocketVia explains HostSocket (the mount and volume).
+	HostSocketVia string
+	// HTTPPort is the port of --http-endpoint (or --health-port): /readyz
+	// and /metrics; empty when the registrar serves no HTTP.
+	HTTPPort string
+}
+
+// Parse reads rendered manifests (YAML documents separated by ---), swaps
+// the image of every container whose image repository ends in
+// node-driver-registrar for registrarImage, and learns the Spec.
+func Parse(rendered []byte, registrarImage string) (*Spec, error) {
+	if registrarImage == "" {
+		return nil, errors.New("the registrar image under test is empty: set E2E_REGISTRAR_IMAGE (e.g. csi-registrar:dev)")
+	}
+	objs, err := splitObjects(rendered)
+	if err != nil {
+		return nil, err
+	}
+	s := &Spec{Objects: objs}
+	var nodeSets []*appsv1.DaemonSet
+	for _, o := range objs {
+		kind, _ := o["kind"].(string)
+		meta, _ := o["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		ns, _ := meta["namespace"].(string)
+		if kind == "CSIDriver" {
+			s.CSIDrivers = append(s.CSIDrivers, name)
+		}
+		podSpec := podSpecOf(o)
+		if podSpec == nil {
+			continue
+		}
+		swapped := false
+		for _, field := range []string{"initContainers", "containers"} {
+			cs, _ := podSpec[field].([]any)
+			for _, c := range cs {
+				ct, _ := c.(map[string]any)
+				img, _ := ct["image"].(string)
+				if !IsUpstreamRegistrar(img) {
+					continue
+				}
+				cname, _ := ct["name"].(string)
+				sw := Swap{Kind: kind, Namespace: ns, Name: name, Container: cname, From: img, To: registrarImage}
+				ct["image"] = registrarImage
+				if pp, _ := ct["imagePullPolicy"].(string); pp == string(corev1.PullAlways) {
+					ct["imagePullPolicy"] = string(corev1.PullIfNotPresent)
+					sw.PullPolicy = pp
+				}
+				s.Swaps = append(s.Swaps, sw)
+				swapped = true
+			}
+		}
+		if kind == "DaemonSet" && swapped {
+			ds := &appsv1.DaemonSet{}
+			if err := convert(o, ds); err != nil {
+				return nil, fmt.Errorf("DaemonSet %s: %w", name, err)
+			}
+			if !forWindows(&ds.Spec.Template.Spec) {
+				nodeSets = append(nodeSets, ds)
+			}
+		}
+	}
+	if len(s.Swaps) == 0 {
+		return nil, fmt.Errorf("no container image's repository ends in %q: nothing to replace with %s. The manifests must run the registrar as a sidecar with the upstream image (e.g. registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.15.0)",
+			UpstreamRegistrarSuffix, registrarImage)
+	}
+	switch len(nodeSets) {
+	case 0:
+		return nil, fmt.Errorf("the registrar images replaced (%s) are in no DaemonSet for Linux nodes: the suite checks a node DaemonSet", swapList(s.Swaps))
+	case 1:
+	default:
+		var names []string
+		for _, ds := range nodeSets {
+			names = append(names, ds.Namespace+"/"+ds.Name)
+		}
+		return nil, fmt.Errorf("%d DaemonSets run a node-driver-registrar (%s): the suite checks one driver at a time; pass the manifests of one", len(nodeSets), strings.Join(names, ", "))
+	}
+	s.DaemonSet = nodeSets[0]
+	s.Namespace = s.DaemonSet.Namespace
+	if s.Namespace == "" {
+		s.Namespace = "default"
+	}
+	if err := s.learn(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// takesValue reports whether k is one of the registrar flags the suite
+// reads, each of which takes a value.
+func takesValue(k string) bool {
+	switch k {
+	case "csi-address", "kubelet-registration-path", "driver-name", "http-endpoint", "health-port":
+		return true
+	}
+	return false
+}
+
+// learn reads the registrar's and the driver's containers.
+func (s *Spec) learn() error {
+	pod := &s.DaemonSet.Spec.Template.Spec
+	var reg *corev1.Container
+	for _, sw := range s.Swaps {
+		if sw.Kind == "DaemonSet" && sw.Name == s.DaemonSet.Name && sw.Namespace == s.DaemonSet.Namespace {
+			if reg != nil {
+				return fmt.Errorf("DaemonSet %s runs two registrars (%s and %s): one driver per pod", s.DaemonSet.Name, reg.Name, sw.Container)
+			}
+			reg = container(pod, sw.Container)
+		}
+	}
+	if reg == nil {
+		return fmt.Errorf("DaemonSet %s: the registrar container is missing", s.DaemonSet.Name)
+	}
+	s.Registrar = reg.Name
+	env := envValues(reg)
+	flags := map[string]string{}
+	args := append(slices.Clone(reg.Command), reg.Args...)
+	for i, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		k, v, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasValue && takesValue(k) && i+1 < len(args) {
+			v = args[i+1] // --flag value
+		}
+		flags[k] = Expand(v, env)
+	}
+	s.CSIAddress = strings.TrimPrefix(flags["csi-address"], "unix://")
+	if s.CSIAddress == "" {
+		s.CSIAddress = "/run/csi/socket" // the registrar's default, as upstream's
+	}
+	s.RegistrationPath = flags["kubelet-registration-path"]
+	if s.RegistrationPath == "" {
+		return fmt.Errorf("DaemonSet %s, container %s: no --kubelet-registration-path=<the driver's socket on the node>: the registrar needs it", s.DaemonSet.Name, reg.Name)
+	}
+	if ep := flags["http-endpoint"]; ep != "" {
+		if i := strings.LastIndexByte(ep, ':'); i >= 0 {
+			s.HTTPPort = ep[i+1:]
+		}
+	} else if hp := flags["health-port"]; hp != "" && hp != "0" {
+		s.HTTPPort = hp
+	}
+
+	// The driver name: the registrar's flag, else the one CSIDriver object.
+	switch {
+	case flags["driver-name"] != "":
+		s.DriverName, s.DriverNameFrom = flags["driver-name"], "--driver-name of container "+reg.Name
+	case len(s.CSIDrivers) == 1:
+		s.DriverName, s.DriverNameFrom = s.CSIDrivers[0], "the CSIDriver object"
+	}
+
+	// The socket on the node: the hostPath volume mounted over --csi-address.
+	var mount *corev1.VolumeMount
+	for i := range reg.VolumeMounts {
+		m := &reg.VolumeMounts[i]
+		if within(s.CSIAddress, m.MountPath) && (mount == nil || len(m.MountPath) > len(mount.MountPath)) {
+			mount = m
+		}
+	}
+	if mount != nil {
+		rel := strings.TrimPrefix(strings.TrimPrefix(s.CSIAddress, path.Clean(mount.MountPath)), "/")
+		if mount.SubPath != "" {
+			rel = path.Join(mount.SubPath, rel)
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == mount.Name && v.HostPath != nil {
+				s.HostSocket = path.Join(v.HostPath.Path, rel)
+				s.HostSocketVia = fmt.Sprintf("container %s mounts volume %s (hostPath %s) at %s", reg.Name, v.Name, v.HostPath.Path, mount.MountPath)
+			}
+		}
+		// The driver: another container that mounts the same volume, not a
+		// livenessprobe sidecar.
+		for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+			if c.Name == reg.Name || strings.HasSuffix(Repository(c.Image), "livenessprobe") {
+				continue
+			}
+			for _, m := range c.VolumeMounts {
+				if m.Name == mount.Name && s.Driver == "" {
+					s.Driver = c.Name
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Problems lists what is wrong in the manifests themselves, before anything
+// runs: a registration path that is not where the registrar's
+// --csi-address is on the node. Each names the values and the fix.
+func (s *Spec) Problems() []string {
+	var p []string
+	reg := "DaemonSet " + s.DaemonSet.Name + ", container " + s.Registrar
+	switch {
+	case strings.Contains(s.RegistrationPath, "$("):
+		// From a field or a secret: only the node can tell (GetInfo).
+	case s.RegistrationPath != path.Clean(s.RegistrationPath) || !path.IsAbs(s.RegistrationPath):
+		p = append(p, fmt.Sprintf("%s: --kubelet-registration-path=%s is not an absolute, clean path: the kubelet dials it on the node", reg, s.RegistrationPath))
+	case s.HostSocket == "":
+		p = append(p, fmt.Sprintf("%s: --csi-address=%s is not on a hostPath volume: the kubelet cannot reach the driver's socket", reg, s.CSIAddress))
+	case s.HostSocket != s.RegistrationPath:
+		p = append(p, fmt.Sprintf("%s: --kubelet-registration-path=%s is not the driver's socket on the node: --csi-address=%s is %s there (%s). The kubelet calls NodeGetInfo at the registration path; fix: --kubelet-registration-path=%s",
+			reg, s.RegistrationPath, s.CSIAddress, s.HostSocket, s.HostSocketVia, s.HostSocket))
+	}
+	if s.Driver == "" {
+		p = append(p, fmt.Sprintf("DaemonSet %s: no container other than %s mounts the socket directory of --csi-address=%s: where is the driver?", s.DaemonSet.Name, s.Registrar, s.CSIAddress))
+	}
+	return p
+}
+
+// YAML returns the objects as YAML documents, for kubectl apply -f.
+func (s *Spec) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	for i, o := range s.Objects {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		y, err := yaml.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(y)
+	}
+	return b.Bytes(), nil
+}
+
+// IsUpstreamRegistrar reports whether image is a node-driver-registrar
+// image: its repository (without registry port, tag or digest) ends in
+// node-driver-registrar.
+func IsUpstreamRegistrar(image string) bool {
+	return strings.HasSuffix(Repository(image), UpstreamRegistrarSuffix)
+}
+
+// Repository returns image without its tag and digest.
+func Repository(image string) string {
+	if i := strings.IndexByte(image, '@'); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
+		image = image[:i]
+	}
+	return image
+}
+
+// Expand replaces $(VAR) by env[VAR] as Kubernetes expands args; $$ is a
+// literal $, and a reference to a variable not in env is left as written.
+func Expand(s string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+			continue
+		case '(':
+			if j := strings.IndexByte(s[i:], ')'); j > 0 {
+				if v, ok := env[s[i+2:i+j]]; ok {
+					b.WriteString(v)
+					i += j
+					continue
+				}
+			}
+		}
+		b.WriteByte('$')
+	}
+	return b.String()
+}
+
+// envValues returns the container's env entries that have a literal value.
+func envValues(c *corev1.Container) map[string]string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = Expand(e.Value, env)
+		}
+	}
+	return env
+}
+
+func container(pod *corev1.PodSpec, name string) *corev1.Container {
+	for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
+		}
+	}
+	return nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	p, dir = path.Clean(p), path.Clean(dir)
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+func forWindows(pod *corev1.PodSpec) bool {
+	return pod.NodeSelector["kubernetes.io/os"] == "windows"
+}
+
+func swapList(sw []Swap) string {
+	var out []string
+	for _, s := range sw {
+		out = append(out, s.String())
+	}
+	return strings.Join(out, "; ")
+}
+
+// podSpecOf returns the pod spec inside a workload object (nil for other
+// kinds), as the live map: changing it changes the object.
+func podSpecOf(o map[string]any) map[string]any {
+	get := func(m map[string]any, keys ...string) map[string]any {
+		for _, k := range keys {
+			next, _ := m[k].(map[string]any)
+			if next == nil {
+				return nil
+			}
+			m = next
+		}
+		return m
+	}
+	switch o["kind"] {
+	case "Pod":
+		return get(o, "spec")
+	case "DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job", "ReplicationController":
+		return get(o, "spec", "template", "spec")
+	case "CronJob":
+		return get(o, "spec", "jobTemplate", "spec", "template", "spec")
+	}
+	return nil
+}
+
+// splitObjects decodes YAML documents into objects; empty documents and
+// List objects (kubectl get -o yaml) are handled.
+func splitObjects(rendered []byte) ([]map[string]any, error) {
+	var objs []map[string]any
+	for i, doc := range splitDocuments(rendered) {
+		var o map[string]any
+		if err := yaml.Unmarshal(doc, &o); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		if k, _ := o["kind"].(string); strings.HasSuffix(k, "List") {
+			items, _ := o["items"].([]any)
+			for _, it := range items {
+				if m, ok := it.(map[string]any); ok {
+					objs = append(objs, m)
+				}
+			}
+			continue
+		}
+		if _, ok := o["kind"].(string); !ok {
+			return nil, fmt.Errorf("document %d has no kind: not a Kubernetes object", i+1)
+		}
+		objs = append(objs, o)
+	}
+	if len(objs) == 0 {
+		return nil, errors.New("the manifests render no object")
+	}
+	return objs, nil
+}
+
+// splitDocuments splits a YAML stream at its `---` lines.
+func splitDocuments(b []byte) [][]byte {
+	var docs [][]byte
+	var cur bytes.Buffer
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if t := bytes.TrimRight(line, " \t\r\n"); bytes.Equal(t, []byte("---")) || bytes.HasPrefix(t, []byte("--- ")) {
+			docs = append(docs, bytes.Clone(cur.Bytes()))
+			cur.Reset()
+			continue
+		}
+		cur.Write(line)
+	}
+	return append(docs, cur.Bytes())
+}
+
+func convert(from map[string]any, to any) error {
+	js, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(js, to)
+}

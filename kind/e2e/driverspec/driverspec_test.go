@@ -1,0 +1,236 @@
+package driverspec
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const underTest = "csi-registrar:dev"
+
+// upstreamStyle returns the objects of manifests/examples/upstream-style as
+// kustomize would render them, less the namespace and the images: transformers
+// (which do not matter here).
+func upstreamStyle(t *testing.T) []byte {
+	t.Helper()
+	dir := filepath.Join("..", "..", "..", "manifests", "examples", "upstream-style")
+	var docs []string
+	for _, f := range []string{"namespace.yaml", "csidriver.yaml", "node.yaml"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	return []byte(strings.Join(docs, "\n---\n"))
+}
+
+func mustParse(t *testing.T, rendered []byte) *Spec {
+	t.Helper()
+	s, err := Parse(rendered, underTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestParseUpstreamStyle(t *testing.T) {
+	s := mustParse(t, upstreamStyle(t))
+	if len(s.Swaps) != 1 {
+		t.Fatalf("swaps %v, want one", s.Swaps)
+	}
+	sw := s.Swaps[0]
+	if sw.Container != "node-driver-registrar" || sw.From != "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0" || sw.To != underTest || sw.PullPolicy != "" {
+		t.Errorf("swap %+v", sw)
+	}
+	for name, got := range map[string][2]string{
+		"Registrar":        {s.Registrar, "node-driver-registrar"},
+		"Driver":           {s.Driver, "stub"},
+		"DriverName":       {s.DriverName, "upstream-style.csi.example.com"},
+		"DriverNameFrom":   {s.DriverNameFrom, "the CSIDriver object"},
+		"CSIAddress":       {s.CSIAddress, "/csi/csi.sock"},
+		"RegistrationPath": {s.RegistrationPath, "/var/lib/kubelet/plugins/upstream-style.csi.example.com/csi.sock"},
+		"HostSocket":       {s.HostSocket, "/var/lib/kubelet/plugins/upstream-style.csi.example.com/csi.sock"},
+		"HTTPPort":         {s.HTTPPort, ""},
+		"Namespace":        {s.Namespace, "default"},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s = %q, want %q", name, got[0], got[1])
+		}
+	}
+	if p := s.Problems(); len(p) != 0 {
+		t.Errorf("problems %q, want none", p)
+	}
+}
+
+// Only the registrar's image changes: every other field of every object,
+// the registrar's args and probe included, is as written.
+func TestParseChangesOnlyTheImage(t *testing.T) {
+	in := upstreamStyle(t)
+	s := mustParse(t, in)
+	out, err := s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := splitObjects(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := splitObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := want[2]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	ds["containers"].([]any)[0].(map[string]any)["image"] = underTest
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", " ")
+		w, _ := json.MarshalIndent(want, "", " ")
+		t.Errorf("objects differ beyond the registrar image:\ngot  %s\nwant %s", g, w)
+	}
+	if !strings.Contains(string(out), "--kubelet-registration-path=$(DRIVER_REG_SOCK_PATH)") {
+		t.Errorf("the registrar's args were rewritten:\n%s", out)
+	}
+}
+
+// The broken example (manifests/examples/upstream-style-broken): the
+// registration path is the socket's path inside the container.
+func TestProblemsWrongRegistrationPath(t *testing.T) {
+	in := strings.Replace(string(upstreamStyle(t)),
+		"value: /var/lib/kubelet/plugins/upstream-style.csi.example.com/csi.sock", "value: /csi/csi.sock", 1)
+	s := mustParse(t, []byte(in))
+	p := s.Problems()
+	if len(p) != 1 {
+		t.Fatalf("problems %q, want one", p)
+	}
+	for _, want := range []string{
+		"--kubelet-registration-path=/csi/csi.sock is not the driver's socket on the node",
+		"--csi-address=/csi/csi.sock is /var/lib/kubelet/plugins/upstream-style.csi.example.com/csi.sock there",
+		"volume socket-dir (hostPath /var/lib/kubelet/plugins/upstream-style.csi.example.com)",
+		"fix: --kubelet-registration-path=/var/lib/kubelet/plugins/upstream-style.csi.example.com/csi.sock",
+	} {
+		if !strings.Contains(p[0], want) {
+			t.Errorf("problem %q does not say %q", p[0], want)
+		}
+	}
+}
+
+const minimal = `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: node, namespace: kube-system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: reg
+        image: REGISTRAR
+        imagePullPolicy: Always
+        args: [ARGS]
+        volumeMounts: [{name: sock, mountPath: /plugin/}]
+      - name: liveness-probe
+        image: registry.k8s.io/sig-storage/livenessprobe:v2.15.0
+        volumeMounts: [{name: sock, mountPath: /plugin}]
+      - name: drv
+        image: example.com/driver:v1
+        volumeMounts: [{name: sock, mountPath: /plugin}]
+      volumes:
+      - {name: sock, hostPath: {path: /var/lib/kubelet/plugins/x.example.com/}}
+`
+
+func minimalWith(registrar, args string) []byte {
+	return []byte(strings.NewReplacer("REGISTRAR", registrar, "ARGS", args).Replace(minimal))
+}
+
+func TestParseFlagsAndPullPolicy(t *testing.T) {
+	s := mustParse(t, minimalWith("localhost:5000/mirror/csi-node-driver-registrar@sha256:0123",
+		`"--csi-address", "unix:///plugin/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/x.example.com/csi.sock", "--driver-name=x.example.com", "--http-endpoint=:9809"`))
+	if s.Swaps[0].PullPolicy != "Always" || !strings.Contains(s.Swaps[0].String(), "imagePullPolicy Always -> IfNotPresent") {
+		t.Errorf("swap %v: want the pull policy Always changed", s.Swaps[0])
+	}
+	if s.CSIAddress != "/plugin/csi.sock" || s.HostSocket != "/var/lib/kubelet/plugins/x.example.com/csi.sock" {
+		t.Errorf("CSIAddress %q HostSocket %q", s.CSIAddress, s.HostSocket)
+	}
+	if s.DriverName != "x.example.com" || s.DriverNameFrom != "--driver-name of container reg" {
+		t.Errorf("driver name %q from %q", s.DriverName, s.DriverNameFrom)
+	}
+	if s.Driver != "drv" {
+		t.Errorf("driver container %q, want drv (not the livenessprobe)", s.Driver)
+	}
+	if s.HTTPPort != "9809" || s.Namespace != "kube-system" {
+		t.Errorf("HTTPPort %q Namespace %q", s.HTTPPort, s.Namespace)
+	}
+	if p := s.Problems(); len(p) != 0 {
+		t.Errorf("problems %q", p)
+	}
+}
+
+// Without --driver-name or a single CSIDriver, the name is left to GetInfo.
+func TestParseNoDriverName(t *testing.T) {
+	in := string(minimalWith("registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0",
+		`"--csi-address=/plugin/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/x.example.com/csi.sock"`))
+	two := in + "---\n{apiVersion: storage.k8s.io/v1, kind: CSIDriver, metadata: {name: a.example.com}}\n---\n{apiVersion: storage.k8s.io/v1, kind: CSIDriver, metadata: {name: b.example.com}}\n"
+	for _, doc := range []string{in, two} {
+		s := mustParse(t, []byte(doc))
+		if s.DriverName != "" || s.DriverNameFrom != "" {
+			t.Errorf("driver name %q from %q, want none (%d CSIDrivers)", s.DriverName, s.DriverNameFrom, len(s.CSIDrivers))
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	args := `"--csi-address=/plugin/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/x.example.com/csi.sock"`
+	ok := string(minimalWith("registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0", args))
+	windows := strings.Replace(strings.Replace(ok, "name: node,", "name: node-win,", 1), "    spec:\n", "    spec:\n      nodeSelector: {kubernetes.io/os: windows}\n", 1)
+	for _, c := range []struct {
+		name, in, want string
+	}{
+		{"no registrar", string(minimalWith("csi-registrar:v1", args)), `no container image's repository ends in "node-driver-registrar"`},
+		{"two DaemonSets", ok + "---\n" + strings.Replace(ok, "name: node,", "name: node2,", 1), "2 DaemonSets run a node-driver-registrar"},
+		{"no registration path", string(minimalWith("registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0", `"--csi-address=/plugin/csi.sock"`)), "no --kubelet-registration-path"},
+		{"not an object", "just: text\n", "document 1 has no kind"},
+		{"empty", "---\n", "the manifests render no object"},
+	} {
+		_, err := Parse([]byte(c.in), underTest)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		}
+	}
+	// A Windows DaemonSet next to the Linux one is swapped, not checked.
+	s := mustParse(t, []byte(ok+"---\n"+windows))
+	if len(s.Swaps) != 2 || s.DaemonSet.Name != "node" {
+		t.Errorf("swaps %v, DaemonSet %s: want both swapped, node checked", s.Swaps, s.DaemonSet.Name)
+	}
+}
+
+func TestIsUpstreamRegistrar(t *testing.T) {
+	for image, want := range map[string]bool{
+		"registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0":   true,
+		"registry.k8s.io/sig-storage/csi-node-driver-registrar@sha256:ab": true,
+		"localhost:5000/node-driver-registrar":                            true,
+		"localhost:5000/node-driver-registrar-fork:v1":                    false,
+		"csi-registrar:dev": false,
+		"registry.k8s.io/sig-storage/livenessprobe:v2.15.0": false,
+	} {
+		if got := IsUpstreamRegistrar(image); got != want {
+			t.Errorf("IsUpstreamRegistrar(%q) = %v, want %v", image, got, want)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"A": "/a", "B": "b"}
+	for in, want := range map[string]string{
+		"$(A)/csi.sock": "/a/csi.sock",
+		"$(A)$(B)":      "/ab",
+		"$$(A)":         "$(A)",
+		"$(MISSING)":    "$(MISSING)",
+		"cost $5 $":     "cost $5 $",
+		"$(A":           "$(A",
+	} {
+		if got := Expand(in, env); got != want {
+			t.Errorf("Expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
