@@ -29,7 +29,8 @@ done
 awk -F'\t' '
   FNR == 1 { v = FILENAME; sub(".*/", "", v); sub("[.]tsv$", "", v); vs[++nv] = v }
   { w = $2; sub(/^kubelet v[0-9.]+(, |: )/, "", w); k = $1 " " w
-    if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }; val[k, v] = $4 }
+    x = $4; if (w ~ /\/ min/) sub(/ s$/, "", x)   # a rate, not seconds
+    if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }; val[k, v] = x }
   END {
     printf "| figure |"; for (i = 1; i <= nv; i++) printf " %s |", vs[i]; print ""
     printf "|---|"; for (i = 1; i <= nv; i++) printf "---|"; print ""
