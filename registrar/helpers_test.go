@@ -140,8 +140,23 @@ func startStubDriver(t *testing.T, e env, name string) running {
 	return start(t, d.Run)
 }
 
-// startRegistrar creates and runs a registrar for e with opts adjusted.
+// startRegistrar creates and runs a registrar for e with opts adjusted, on
+// the real clock.
 func startRegistrar(t *testing.T, e env, logs io.Writer, adjust func(*registrar.Options)) (*registrar.Registrar, running) {
+	t.Helper()
+	return startRegistrarOn(t, nil, e, logs, adjust)
+}
+
+// startRegistrarOn is startRegistrar with the control loop on clk (the real
+// clock if nil).
+func startRegistrarOn(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer, adjust func(*registrar.Options)) (*registrar.Registrar, running) {
+	t.Helper()
+	r := newRegistrar(t, clk, e, logs, adjust)
+	return r, start(t, r.Run)
+}
+
+// newRegistrar creates (does not run) a registrar for e.
+func newRegistrar(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer, adjust func(*registrar.Options)) *registrar.Registrar {
 	t.Helper()
 	opts := registrar.Options{
 		CSIAddress:              e.driverSock,
@@ -156,19 +171,32 @@ func startRegistrar(t *testing.T, e env, logs io.Writer, adjust func(*registrar.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, start(t, r.Run)
+	if clk != nil {
+		r.UseClock(clk)
+	}
+	return r
 }
 
-// eventually waits until cond holds, failing with what after patience.
+// eventually waits until cond holds, looking every 5 ms, failing with what
+// after patience.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
+	deadline := time.After(patience)
+	look := time.NewTicker(5 * time.Millisecond)
+	defer look.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline:
 			t.Fatalf("timed out after %s waiting for %s", patience, what)
+		case <-look.C:
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// metric returns the /metrics body.
+func metric(r *registrar.Registrar) string {
+	_, m := get(r, "/metrics")
+	return m
 }
 
 func isSocket(path string) bool {

@@ -15,7 +15,7 @@ import (
 // (version 0.0.4). Each Registrar has its own, so several can live in one
 // process.
 //
-// Five series do not need a metrics library: github.com/prometheus/client_golang
+// Six series do not need a metrics library: github.com/prometheus/client_golang
 // cost 0.8 MB of the shipped binary and about 1 ms of start-up (its package
 // init registers Go and process collectors nobody here asked for). The tests
 // check the output with Prometheus' own parser.
@@ -23,9 +23,10 @@ type metrics struct {
 	mu              sync.Mutex
 	registered      uint64            // NotifyRegistrationStatus(true) calls
 	rejected        uint64            // NotifyRegistrationStatus(false) calls
-	socketCreations map[string]uint64 // by reason: start, deleted, rejected, kubelet-silent, conflict
+	socketCreations map[string]uint64 // by reason: see state.go and socketfault.go
 	getInfo         uint64
 	driverReachable bool
+	kubeletRetry    KubeletRetry
 }
 
 // The series, as /metrics names them.
@@ -35,6 +36,7 @@ const (
 	metricSocketCreations   = "csi_registrar_socket_creations_total"
 	metricGetInfoCalls      = "csi_registrar_getinfo_calls_total"
 	metricDriverReachable   = "csi_registrar_driver_reachable"
+	metricKubeletRetry      = "csi_registrar_kubelet_retry"
 
 	metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 )
@@ -46,6 +48,12 @@ func newMetrics() *metrics {
 func (m *metrics) setReachable(ok bool) {
 	m.mu.Lock()
 	m.driverReachable = ok
+	m.mu.Unlock()
+}
+
+func (m *metrics) setKubeletRetry(k KubeletRetry) {
+	m.mu.Lock()
+	m.kubeletRetry = k
 	m.mu.Unlock()
 }
 
@@ -80,7 +88,7 @@ func (m *metrics) serve(w http.ResponseWriter, stage Stage) {
 
 func (m *metrics) write(w io.Writer, stage Stage) {
 	m.mu.Lock()
-	getInfo, reachable, registered, rejected := m.getInfo, m.driverReachable, m.registered, m.rejected
+	getInfo, reachable, registered, rejected, retry := m.getInfo, m.driverReachable, m.registered, m.rejected, m.kubeletRetry
 	creations := labelled(m.socketCreations)
 	m.mu.Unlock()
 
@@ -93,7 +101,8 @@ func (m *metrics) write(w io.Writer, stage Stage) {
 	// Both outcomes are always listed, so that a rate() over them starts at 0.
 	sample(&b, metricNotifications, "outcome", "registered", registered)
 	sample(&b, metricNotifications, "outcome", "rejected", rejected)
-	family(&b, metricSocketCreations, "counter", "Registration sockets created, by reason (start, deleted, rejected, kubelet-silent, conflict).")
+	family(&b, metricSocketCreations, "counter", "Registration sockets created, by reason (start, deleted, rejected, kubelet-silent, no-notify, unresponsive; "+
+		"after a listen fault: conflict, not-a-socket, permission, missing-directory, listen-error).")
 	for _, l := range creations {
 		sample(&b, metricSocketCreations, "reason", l.value, l.n)
 	}
@@ -101,6 +110,11 @@ func (m *metrics) write(w io.Writer, stage Stage) {
 	sample(&b, metricGetInfoCalls, "", "", getInfo)
 	family(&b, metricDriverReachable, "gauge", "1 if the CSI driver answered its last Probe or GetPluginInfo, 0 otherwise.")
 	sample(&b, metricDriverReachable, "", "", boolValue(reachable))
+	family(&b, metricKubeletRetry, "gauge", "1 for what the registrar inferred about the kubelet's own retries after a rejection "+
+		"(unknown; never: kubelet < 1.36, the socket is re-created; itself: kubelet >= 1.36, the socket is kept), 0 for the others.")
+	for _, k := range allKubeletRetries {
+		sample(&b, metricKubeletRetry, "mode", k.String(), boolValue(k == retry))
+	}
 	io.WriteString(w, b.String())
 }
 

@@ -25,6 +25,7 @@ func TestMetricsExposition(t *testing.T) {
 	m.addSocketCreation("rejected")
 	const odd = "a \"quoted\" \\ reason\nwith a newline"
 	m.addSocketCreation(odd)
+	m.setKubeletRetry(KubeletRetryItself)
 
 	rec := httptest.NewRecorder()
 	m.serve(rec, StageRejected)
@@ -79,6 +80,9 @@ func TestMetricsExposition(t *testing.T) {
 		{"csi_registrar_socket_creations_total", dto.MetricType_COUNTER, "reason", odd, 1},
 		{"csi_registrar_getinfo_calls_total", dto.MetricType_COUNTER, "", "", 2},
 		{"csi_registrar_driver_reachable", dto.MetricType_GAUGE, "", "", 1},
+		{"csi_registrar_kubelet_retry", dto.MetricType_GAUGE, "mode", "itself", 1},
+		{"csi_registrar_kubelet_retry", dto.MetricType_GAUGE, "mode", "never", 0},
+		{"csi_registrar_kubelet_retry", dto.MetricType_GAUGE, "mode", "unknown", 0},
 	}
 	for _, c := range checks {
 		if got := value(c.name, c.typ, c.label, c.value); got != c.want {
@@ -88,8 +92,8 @@ func TestMetricsExposition(t *testing.T) {
 	if n := len(families["csi_registrar_registration_stage"].GetMetric()); n != len(allStages) {
 		t.Errorf("registration_stage has %d samples, want one per stage (%d)", n, len(allStages))
 	}
-	if len(families) != 5 {
-		t.Errorf("%d families, want 5:\n%s", len(families), body)
+	if len(families) != 6 {
+		t.Errorf("%d families, want 6:\n%s", len(families), body)
 	}
 }
 

@@ -40,6 +40,9 @@ func newRegistrationServer(driverName, endpoint string, hooks serverHooks) *regi
 
 // GetInfo is called by the kubelet's plugin watcher (with a 1 s deadline).
 func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
+	if isSelfCheck(ctx) { // the control loop's reconcile, not the kubelet
+		return s.info(), nil
+	}
 	s.mu.Lock()
 	s.getInfos++
 	s.mu.Unlock()
@@ -47,12 +50,16 @@ func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoReq
 		s.hooks.onGetInfo()
 	}
 	s.notify()
+	return s.info(), nil
+}
+
+func (s *registrationServer) info() *registerapi.PluginInfo {
 	return &registerapi.PluginInfo{
 		Type:              registerapi.CSIPlugin,
 		Name:              s.driverName,
 		Endpoint:          s.endpoint,
 		SupportedVersions: supportedVersions,
-	}, nil
+	}
 }
 
 // NotifyRegistrationStatus records the kubelet's verdict. It never exits the

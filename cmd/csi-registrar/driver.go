@@ -95,7 +95,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 			routeKlog(log, c.Int("v"))
 			ctx, stop := signalContext(c.Context, log)
 			defer stop()
-			return run(ctx, stubdriver.Options{
+			return withFlagNames(run(ctx, stubdriver.Options{
 				Endpoint:          c.String("endpoint"),
 				Name:              c.String("driver-name"),
 				VendorVersion:     version,
@@ -105,7 +105,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				StateDir:          c.String("state-dir"),
 				Register:          reg,
 				Logger:            log,
-			})
+			}))
 		},
 	}
 }

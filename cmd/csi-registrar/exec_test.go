@@ -438,7 +438,7 @@ func TestExecRegularFileConflict(t *testing.T) {
 	}
 	ino := inode(t, f.regSock)
 	r := f.startRegistrar(t)
-	r.waitLog(t, 1, "registration socket not created", "driver="+testDriver, "socket="+f.regSock, "outcome=conflict", "regular file")
+	r.waitLog(t, 1, "registration socket not created", "driver="+testDriver, "socket="+f.regSock, "outcome=not-a-socket", "regular file")
 	r.signal(t, syscall.SIGTERM)
 	if code := r.wait(t); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
