@@ -195,7 +195,7 @@ func TestRejectionRecreatesSocket(t *testing.T) {
 	// A kubelet before 1.36: it never calls GetInfo again on a rejected socket.
 	reject := func(n int, wantRetry time.Duration) {
 		t.Helper()
-		if err := registrartest.NotifySocket(ctx, sock, false, "test rejection"); err != nil {
+		if err := registrartest.Reject(ctx, sock, "test rejection"); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "retry "+wantRetry.String()+" logged", func() bool {
