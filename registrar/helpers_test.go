@@ -179,18 +179,27 @@ func newRegistrar(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer,
 
 // eventually waits until cond holds, looking every 5 ms, failing with what
 // after patience.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(patience)
-	look := time.NewTicker(5 * time.Millisecond)
+	if !poll(5*time.Millisecond, patience, cond) {
+		t.Fatalf("timed out after %s waiting for %s", patience, what)
+	}
+}
+
+// poll looks at cond every interval until it holds (true) or timeout passed
+// (false).
+func poll(interval, timeout time.Duration, cond func() bool) bool {
+	deadline := time.After(timeout)
+	look := time.NewTicker(interval)
 	defer look.Stop()
 	for !cond() {
 		select {
 		case <-deadline:
-			t.Fatalf("timed out after %s waiting for %s", patience, what)
+			return false
 		case <-look.C:
 		}
 	}
+	return true
 }
 
 // metric returns the /metrics body.
