@@ -14,16 +14,24 @@ import (
 
 // reconcile looks at what events would have reported and handles any
 // mismatch exactly as the missed event: our socket gone or replaced
-// (socketLost), our socket not answering GetInfo (a new socket), the driver
+// (socketLost), our socket no longer served (a new socket), the driver
 // socket replaced (a restart: ask the name again), the driver not answering
 // Probe or answering again.
-func (s *session) reconcile(ctx context.Context, why string) (renamed string, err error) {
-	s.log.Debug("reconciling", "why", why)
+//
+// "Served" is checked in the process (our gRPC server still runs on our
+// listener, whose file is still at the path) on the tick, and also through
+// the socket, with a GetInfo of our own (selfCheck), when deep: after a file
+// watcher error, when events were certainly lost. A GetInfo over a new
+// connection costs about 12 context switches, more than twice the wakeup
+// itself: on every tick it would break the idle wakeup budget (see
+// reconcilePeriod).
+func (s *session) reconcile(ctx context.Context, why string, deep bool) (renamed string, err error) {
+	s.log.Debug("reconciling", "why", why, "deep", deep)
 	if s.cur != nil {
 		if !s.cur.sock.Owned() {
 			s.log.Warn("reconcile: the registration socket is not ours any more; an event was missed", "why", why)
 			s.socketLost()
-		} else if err := selfCheck(ctx, s.path, s.name, s.r.opts.Timeout); err != nil {
+		} else if err := s.served(ctx, deep); err != nil {
 			s.log.Error("registration socket does not answer GetInfo; re-creating it", "err", err, "outcome", "recreating")
 			s.create(reasonUnresponsive)
 		}
@@ -44,6 +52,20 @@ func (s *session) reconcile(ctx context.Context, why string) (renamed string, er
 		return s.onRecheckDue(ctx) // back: maybe under another name
 	}
 	return "", nil
+}
+
+// served reports whether our registration server still serves its socket:
+// its Serve loop runs and, when deep, a GetInfo through the socket answers.
+func (s *session) served(ctx context.Context, deep bool) error {
+	select {
+	case <-s.cur.done:
+		return errors.New("the gRPC server on the registration socket stopped")
+	default:
+	}
+	if !deep {
+		return nil
+	}
+	return selfCheck(ctx, s.path, s.name, s.r.opts.Timeout)
 }
 
 // selfCheckKey marks the reconcile's own GetInfo, which the registration

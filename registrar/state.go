@@ -39,10 +39,12 @@ import (
 //	kubelet rejected     kubelet silent: retrying kubelet quiet  re-create after backoff                    kubelet rejected
 //	serving              socket deleted (event or reconcile)     Listen at once                             waiting for kubelet | socket <fault>
 //	serving              socket replaced (event or reconcile)    stop serving, leave the file, retry        socket conflict | socket path is not a socket
-//	serving              socket does not answer GetInfo (rec.)   Listen                                     waiting for kubelet | socket <fault>
-//	any                  driver socket created; Probe back (rec.) ask the name again                        unchanged | (new session: renamed)
-//	any                  driver socket removed; Probe fails (rec.) log, driver_reachable 0                  unchanged (/readyz 503)
-//	any                  file watcher error (e.g. queue overflow) reconcile now                             as the reconcile finds
+//	serving              socket not served (reconcile)           Listen                                     waiting for kubelet | socket <fault>
+//	any                  driver socket created or new (rec.)     ask the name again                         unchanged | (new session: renamed)
+//	any                  Probe answers again (reconcile)         log, ask the name again                    unchanged | (new session: renamed)
+//	any                  driver socket removed; Probe fails      log, driver_reachable 0                    unchanged (/readyz 503)
+//	any                  file watcher error (queue overflow)     reconcile now, with a GetInfo of our own   as the reconcile finds
+//	any                  reconcile tick (every 5 min)            reconcile (see reconcile.go)               as the reconcile finds
 //	any                  ctx done                                stop serving, remove our socket            stopped
 //
 // socket <fault> is one stage per listen error kind (socketfault.go): socket
@@ -50,13 +52,21 @@ import (
 // registration directory missing, socket error.
 const (
 	// reconcilePeriod is how often the loop looks at its socket and the
-	// driver without an event. It bounds how long a lost file event (inotify
-	// queue overflow) leaves /readyz wrong, and how late a driver that hangs
-	// without exiting is logged. One look costs a stat, one GetInfo on our
-	// own socket and one Probe; 30 s keeps the idle wakeups of an idle
-	// registrar within 0.1/s, and is well inside the kubelet's 2 min
-	// NodeGetInfo and a readiness probe's usual failureThreshold × period.
-	reconcilePeriod = 30 * time.Second
+	// driver without an event. It bounds how long a lost file event (an
+	// inotify queue overflow, which is also reported and reconciled at once)
+	// leaves the stage wrong, and how late a driver that hangs without
+	// exiting is logged (/readyz probes the driver itself on every request).
+	//
+	// The period is set by the idle budget of 0.1 context switches/s (make
+	// bench, figure 6b). Measured with the tick at 1 s (voluntary switches,
+	// all threads, 20 s, 2 cores under load): a wakeup that does nothing
+	// costs about 5 (the timer's thread, the runtime waking a second P); the
+	// tick below (two stats and a Probe on the open driver connection) about
+	// 15; a GetInfo on our own socket over a new connection about 12 more.
+	// The runtime's forced GC every 2 min already spends 0.033/s. This tick
+	// every 5 min adds 0.05/s; every 30 s it would add 0.5/s, five times
+	// the whole budget.
+	reconcilePeriod = 5 * time.Minute
 
 	// kubeletRetrySilence is how long a kubelet that retries by itself
 	// (≥ 1.36) may stay silent after a rejection before the socket is
@@ -159,13 +169,13 @@ func (s *session) run(ctx context.Context) (renamed string, err error) {
 			renamed, err = s.onRecheckDue(ctx)
 		case <-s.tick.c():
 			s.tick.set(reconcilePeriod)
-			renamed, err = s.reconcile(ctx, "tick")
+			renamed, err = s.reconcile(ctx, "tick", false)
 		case werr, ok := <-watcher.Errors:
 			if !ok {
 				return "", errors.New("file watcher closed")
 			}
 			s.log.Warn("file watcher error; reconciling now", "err", werr, "outcome", "reconciling")
-			renamed, err = s.reconcile(ctx, "watcher error")
+			renamed, err = s.reconcile(ctx, "watcher error", true)
 		case ev, ok := <-watcher.Events:
 			if !ok {
 				return "", errors.New("file watcher closed")
