@@ -393,3 +393,30 @@ func TestNewErrorsNameOptions(t *testing.T) {
 		})
 	}
 }
+
+// The reconcile's own GetInfo (after a watcher error) goes through our
+// socket but is not the kubelet's: it neither counts nor changes the stage.
+func TestSelfCheckIsNotTheKubelet(t *testing.T) {
+	e := newEnv(t)
+	var logs logBuffer
+	startStubDriver(t, e, stubName)
+	clk := registrar.NewFakeClock()
+	r, w := startWatched(t, clk, e, &logs)
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	if _, err := registrartest.Register(context.Background(), sock); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
+	w.Errors <- fsnotify.ErrEventOverflow
+	eventually(t, "the reconcile done", func() bool { return strings.Contains(logs.String(), "deep=true") })
+	w.Errors <- fsnotify.ErrEventOverflow // the loop took the first one: it is done with it
+	eventually(t, "a second reconcile", func() bool { return strings.Count(logs.String(), "deep=true") == 2 })
+	if m := metric(r); !strings.Contains(m, "csi_registrar_getinfo_calls_total 1\n") ||
+		!strings.Contains(m, `csi_registrar_socket_creations_total{reason="start"} 1`) || strings.Contains(m, `reason="unresponsive"`) {
+		t.Errorf("the self-check counted as the kubelet's GetInfo, or re-created the socket:\n%s", m)
+	}
+	if st := r.Status(); st.Stage != registrar.StageRegistered || st.Detail != "" {
+		t.Errorf("status %q after the self-checks, want registered", st)
+	}
+}
