@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -284,4 +285,33 @@ func serveNamedDriver(t *testing.T, path string, d *namedDriver) (stop func()) {
 	stop = func() { once.Do(func() { srv.Stop(); <-done; os.Remove(path) }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// clocked is a registrar on a fake clock, with the reference driver, whose
+// registration socket answers.
+type clocked struct {
+	e    env
+	r    *registrar.Registrar
+	clk  *registrar.FakeClock
+	sock string
+	logs *logBuffer
+}
+
+func startClocked(t *testing.T, adjust func(*registrar.Options)) clocked {
+	t.Helper()
+	c := clocked{e: newEnv(t), clk: registrar.NewFakeClock(), logs: &logBuffer{}}
+	startStubDriver(t, c.e, stubName)
+	c.r, _ = startRegistrarOn(t, c.clk, c.e, c.logs, adjust)
+	c.sock = c.e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(c.sock) })
+	return c
+}
+
+// registerNow registers as the kubelet does and waits for the stage.
+func registerNow(t *testing.T, r *registrar.Registrar, sock string) {
+	t.Helper()
+	if reg, err := registrartest.Register(context.Background(), sock); err != nil || reg.Err != nil {
+		t.Fatal(err, reg)
+	}
+	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
 }

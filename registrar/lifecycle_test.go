@@ -133,13 +133,8 @@ func TestDeletedSocketRecreated(t *testing.T) {
 
 // Behaviour 5 with rule 3: a socket replaced by another live socket is not fought over.
 func TestReplacedSocketNotFought(t *testing.T) {
-	e := newEnv(t)
-	var logs logBuffer
-	startStubDriver(t, e, stubName)
-	clk := registrar.NewFakeClock()
-	r, _ := startRegistrarOn(t, clk, e, &logs, func(o *registrar.Options) { o.RegistrationRetryMax = 200 * time.Millisecond })
-	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	c := startClocked(t, func(o *registrar.Options) { o.RegistrationRetryMax = 200 * time.Millisecond })
+	r, clk, sock, logs, e := c.r, c.clk, c.sock, c.logs, c.e
 	if other, err := registrar.Listen(sock); err == nil {
 		other.Close()
 		t.Fatal("Listen on a live socket succeeded, want a conflict")
@@ -183,13 +178,8 @@ func TestReplacedSocketNotFought(t *testing.T) {
 // Behaviour 6: after Notify(false) the socket is re-created with a doubling
 // backoff so that the kubelet tries again; success resets the backoff.
 func TestRejectionRecreatesSocket(t *testing.T) {
-	e := newEnv(t)
-	var logs logBuffer
-	startStubDriver(t, e, stubName)
-	clk := registrar.NewFakeClock()
-	r, _ := startRegistrarOn(t, clk, e, &logs, nil)
-	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	c := startClocked(t, nil)
+	r, clk, sock, logs := c.r, c.clk, c.sock, c.logs
 	ctx := context.Background()
 
 	// A kubelet before 1.36: it never calls GetInfo again on a rejected socket.

@@ -193,8 +193,8 @@ func (s *session) run(ctx context.Context) (renamed string, err error) {
 	}
 }
 
-// enter publishes the next stage. Every transition arms its timers first, so
-// whoever sees the stage sees the timers that go with it.
+// enter publishes the next stage. Every transition arms its timers (and
+// logs) first, so whoever sees the stage sees the timers that go with it.
 func (s *session) enter(stage Stage, detail string) { s.r.setStage(stage, detail) }
 
 func (s *session) stage() Stage { return s.r.Status().Stage }
@@ -228,8 +228,8 @@ func (s *session) create(reason string) {
 	if err != nil {
 		fault := classifyListenError(err, s.path)
 		d := s.scheduleRetry(fault.reason)
-		s.enter(fault.stage, err.Error())
 		s.log.Error("registration socket not created", "outcome", fault.reason, "err", err, "retryIn", d, "fix", fault.fix)
+		s.enter(fault.stage, err.Error())
 		return
 	}
 	hooks := serverHooks{
@@ -245,8 +245,8 @@ func (s *session) create(reason string) {
 	s.getInfos, s.handled = 0, nil
 	s.r.metrics.addSocketCreation(reason)
 	s.await(awaitGetInfo, s.r.opts.KubeletWait)
-	s.enter(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
 	s.log.Info("registration socket created", "reason", reason, "outcome", "serving")
+	s.enter(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
 }
 
 // closeSocket stops serving the current socket and removes its file if it
@@ -299,23 +299,23 @@ func (s *session) onNotify(st *registerapi.RegistrationStatus) {
 		s.retry.reset()
 		s.retryAt.stop()
 		s.await(awaitNothing, 0)
-		s.enter(StageRegistered, "")
 		s.log.Info("kubelet confirmed the registration", "outcome", "registered")
+		s.enter(StageRegistered, "")
 		return
 	}
 	const check = "the kubelet log (RegisterPlugin error), the driver's NodeGetInfo answer, and Node labels that collide with its topology"
 	if s.r.Status().KubeletRetry == KubeletRetryItself {
 		s.retryAt.stop()
 		s.await(awaitRetry, kubeletRetrySilence)
-		s.enter(StageRejected, st.Error+" (the kubelet retries by itself; socket kept)")
 		s.log.Error("kubelet rejected the registration", "outcome", "rejected", "kubeletError", st.Error,
 			"kubeletRetry", KubeletRetryItself.String(), "recreateIfSilentFor", kubeletRetrySilence, "check", check)
+		s.enter(StageRejected, st.Error+" (the kubelet retries by itself; socket kept)")
 		return
 	}
 	s.await(awaitNothing, 0)
 	d := s.scheduleRetry(reasonRejected)
-	s.enter(StageRejected, st.Error)
 	s.log.Error("kubelet rejected the registration", "outcome", "rejected", "kubeletError", st.Error, "retryIn", d, "check", check)
+	s.enter(StageRejected, st.Error)
 }
 
 // inferKubeletRetry records what the kubelet's behaviour showed. "Retries
@@ -358,20 +358,20 @@ func (s *session) onKubeletSilent() {
 	switch a := s.awaiting; a {
 	case awaitGetInfo:
 		d := s.scheduleRetry(reasonKubeletSilent)
-		s.enter(StageWaitingForKubelet, fmt.Sprintf("no GetInfo from the kubelet for %s; new socket in %s", short(wait), short(d)))
 		s.log.Warn("no GetInfo from the kubelet; the socket will be re-created", "waited", wait, "retryIn", d, "outcome", "recreating",
 			"check", "is the kubelet running, and is Options.PluginRegistrationPath its plugins_registry directory?")
+		s.enter(StageWaitingForKubelet, fmt.Sprintf("no GetInfo from the kubelet for %s; new socket in %s", short(wait), short(d)))
 	case awaitNotify:
 		d := s.scheduleRetry(reasonNoNotify)
-		s.enter(StageWaitingForKubelet, fmt.Sprintf("GetInfo answered, no NotifyRegistrationStatus for %s; new socket in %s", short(wait), short(d)))
 		s.log.Warn("GetInfo answered but no NotifyRegistrationStatus from the kubelet; the socket will be re-created",
 			"waited", wait, "retryIn", d, "outcome", "recreating",
 			"check", "the kubelet log: a NodeGetInfo call to the driver that hangs (kubernetes/kubernetes#138170)")
+		s.enter(StageWaitingForKubelet, fmt.Sprintf("GetInfo answered, no NotifyRegistrationStatus for %s; new socket in %s", short(wait), short(d)))
 	case awaitRetry:
 		d := s.scheduleRetry(reasonKubeletSilent)
-		s.enter(StageRejected, fmt.Sprintf("%s (the kubelet stopped retrying for %s; new socket in %s)", s.handled.GetError(), short(kubeletRetrySilence), short(d)))
 		s.log.Warn("the kubelet that retries by itself has been silent since the rejection; the socket will be re-created",
 			"waited", kubeletRetrySilence, "retryIn", d, "outcome", "recreating")
+		s.enter(StageRejected, fmt.Sprintf("%s (the kubelet stopped retrying for %s; new socket in %s)", s.handled.GetError(), short(kubeletRetrySilence), short(d)))
 	}
 	s.awaiting = awaitNothing
 }
@@ -405,8 +405,8 @@ func (s *session) socketLost() {
 	s.closeSocket("replaced")
 	s.await(awaitNothing, 0)
 	d := s.scheduleRetry(fault.reason)
-	s.enter(fault.stage, fmt.Sprintf("%s was replaced by another process's file", s.path))
 	s.log.Error("registration socket replaced by another file; not touching it", "outcome", fault.reason, "retryIn", d, "fix", fault.fix)
+	s.enter(fault.stage, fmt.Sprintf("%s was replaced by another process's file", s.path))
 }
 
 // onDriverSocketEvent: the driver's socket was created (a restart: ask its
