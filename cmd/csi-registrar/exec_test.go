@@ -173,6 +173,16 @@ func isSocket(p string) bool {
 	return err == nil && st.Mode().Type() == fs.ModeSocket
 }
 
+// listening reports whether a unix socket accepts connections.
+func listening(p string) bool {
+	c, err := net.Dial("unix", p)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 func inode(t *testing.T, p string) uint64 {
 	t.Helper()
 	st, err := os.Lstat(p)
