@@ -49,7 +49,8 @@ image: bin/rootfs ## container image $(IMAGE) (docker if an engine answers, else
 	  docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) . ; \
 	  docker save -o $(IMAGE_TAR) $(IMAGE); \
 	else \
-	  command -v buildah >/dev/null || { echo "no Docker engine and no buildah: apt-get install buildah"; exit 1; }; \
+	  command -v buildah >/dev/null || { echo "no Docker engine answers and buildah is not installed: installing it"; \
+	    bash kind/localnode/install-deps.sh buildah; }; \
 	  echo "no Docker engine answers: building $(IMAGE) with buildah"; \
 	  mkdir -p $(BUILDAH_ROOT); \
 	  $(BUILDAH) build --quiet --isolation chroot --build-arg VERSION=$(VERSION) -t $(IMAGE) . >/dev/null; \
@@ -65,6 +66,7 @@ EXAMPLE_IMAGE_TAR ?= bin/example-image.tar
 .PHONY: example-image
 example-image: ## example workload image $(EXAMPLE_IMAGE) (manifests/examples/) and $(EXAMPLE_IMAGE_TAR)
 	rm -rf bin/example-rootfs && mkdir -p bin/example-rootfs $(BUILDAH_ROOT)
+	@docker info >/dev/null 2>&1 || command -v buildah >/dev/null || bash kind/localnode/install-deps.sh buildah
 	$(GOBUILD) -o bin/example-rootfs/writer ./manifests/examples/writer
 	BUILDAH="$(BUILDAH)" bash manifests/examples/writer/build-image.sh $(EXAMPLE_IMAGE) $(EXAMPLE_IMAGE_TAR) bin/example-rootfs
 # The e2e suite's template cases (kind/e2e/template_test.go) run the example pod.
@@ -113,6 +115,45 @@ bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... a
 	echo; column -t -s $$'\t' $(BENCH_DIR)/table.tsv; echo; \
 	echo "make bench: $$(( $$(date +%s) - start )) s on $$(nproc) cores ($$(uname -r)); upstream: $${UPSTREAM_REGISTRAR:-not measured}"; \
 	exit $$rc
+
+# Figure 10 on every supported Kubernetes version (E2E_VERSIONS="1.35 1.37" limits
+# it): a rejected registration and its repair with the real kubelet; ~3 min a version.
+.PHONY: bench-retry
+bench-retry: build ## figure 10: rejection and repair with the real kubelet, per Kubernetes version (local node)
+	@$(call with_node_lock,bash kind/bench-retry.sh $(E2E_VERSIONS))
+
+# ---- release: the artifacts of one version (README "Release") ----------------
+# $(RELEASE_DIR): static binaries for linux/amd64 and linux/arm64 (built as by
+# `make build`), one multi-arch OCI image (an image index of both) as an OCI
+# archive and its digest, a CycloneDX SBOM of the linked Go modules, and
+# SHA256SUMS; written by internal/release/assemble (Go: no container tool
+# needed), then checked by the release checker (internal/release, TestReleaseDir).
+# Only files named as a release names them are removed from $(RELEASE_DIR).
+RELEASE_DIR    ?= bin/release
+RELEASE_ARCHS  := amd64 arm64
+# The SBOM's build tags: those of GOBUILD (the checker compares them with the binaries').
+RELEASE_TAGS   := grpcnotrace,urfave_cli_no_docs,urfave_cli_no_suggest
+RELEASE_SEMVER := ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$
+
+.PHONY: release
+release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBOM, SHA256SUMS in $(RELEASE_DIR), checked
+	@if [ "$(origin VERSION)" = file ]; then \
+	  echo "make release: name the version: make release VERSION=vMAJOR.MINOR.PATCH (not git describe's $(VERSION))" >&2; exit 2; fi
+	@re='$(RELEASE_SEMVER)'; [[ "$(VERSION)" =~ $$re ]] || { \
+	  echo "make release: VERSION=\"$(VERSION)\" is not a release version: want vMAJOR.MINOR.PATCH, optionally -PRERELEASE (e.g. make release VERSION=v0.1.0)" >&2; exit 2; }
+	@start=$$(date +%s); mkdir -p $(RELEASE_DIR); \
+	rm -f $(RELEASE_DIR)/csi-registrar-v* $(RELEASE_DIR)/SHA256SUMS; \
+	for arch in $(RELEASE_ARCHS); do \
+	  echo "building linux/$$arch"; \
+	  GOOS=linux GOARCH=$$arch $(GOBUILD) -o $(RELEASE_DIR)/csi-registrar-$(VERSION)-linux-$$arch ./cmd/csi-registrar; \
+	done; \
+	$(GO) run ./internal/release/assemble -dir $(RELEASE_DIR) -version $(VERSION) -tags $(RELEASE_TAGS) \
+	  -created $$(git log -1 --format=%ct 2>/dev/null || date +%s) -revision "$$(git rev-parse HEAD 2>/dev/null || true)"; \
+	echo "checking $(RELEASE_DIR)"; \
+	RELEASE_CHECK_DIR=$(abspath $(RELEASE_DIR)) RELEASE_CHECK_VERSION=$(VERSION) \
+	  $(GO) test -count=1 -run '^TestReleaseDir$$' ./internal/release; \
+	ls -l $(RELEASE_DIR); \
+	echo "make release $(VERSION): $$(( $$(date +%s) - start )) s"
 
 -include kind/localnode/localnode.mk
 -include kind/kind.mk

@@ -8,6 +8,21 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+// Limits of the HTTP endpoint. It is reachable from the pod network, and the
+// registrar's memory limit is small (each open connection costs ~15 kB): a
+// client cannot hold more than httpMaxConns connections, nor keep one open
+// without sending a request for longer than httpIdleTimeout.
+const (
+	httpReadHeaderTimeout = 5 * time.Second  // from accepting to the end of the headers
+	httpReadTimeout       = 10 * time.Second // the whole request (bodies are empty)
+	httpWriteTimeout      = 15 * time.Second // /readyz calls Probe (Options.Timeout); pprof profiles need ?seconds= below this
+	httpIdleTimeout       = 5 * time.Second  // a kept-alive connection without a request; probes and scrapes reconnect
+	httpMaxConns          = 100              // further connections wait in the kernel's backlog
+	httpShutdownTimeout   = time.Second      // in-flight requests at exit, then connections are closed
 )
 
 // livenessTimeout is how long /healthz waits for the control loop to answer.
@@ -64,13 +79,20 @@ func (r *Registrar) serveReadyz(w http.ResponseWriter, req *http.Request) {
 }
 
 // startHTTP listens on Options.HTTPEndpoint and returns the function that
-// shuts the server down.
+// shuts the server down (within httpShutdownTimeout).
 func (r *Registrar) startHTTP() (stop func(), err error) {
 	ln, err := net.Listen("tcp", r.opts.HTTPEndpoint)
 	if err != nil {
-		return nil, fmt.Errorf("listen on --http-endpoint %s: %w", r.opts.HTTPEndpoint, err)
+		return nil, fmt.Errorf("listen on Options.HTTPEndpoint %s: %w; use a free port, or an address of this host", r.opts.HTTPEndpoint, err)
 	}
-	srv := &http.Server{Handler: r.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           r.handler(),
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+	}
+	ln = netutil.LimitListener(ln, httpMaxConns)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -80,9 +102,11 @@ func (r *Registrar) startHTTP() (stop func(), err error) {
 	}()
 	r.log.Info("serving health and metrics", "endpoint", ln.Addr().String())
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 		defer cancel()
-		srv.Shutdown(ctx)
+		if srv.Shutdown(ctx) != nil {
+			srv.Close() // Shutdown gave up on requests still running: close their connections
+		}
 		<-done
 	}, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // Behaviour 1: the registrar started before the driver waits on file events
@@ -51,16 +52,16 @@ func TestDriverWaitIsEventDriven(t *testing.T) {
 func TestConnectionTimeout(t *testing.T) {
 	e := newEnv(t)
 	clk := registrar.NewFakeClock()
-	r, run := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.ConnectionTimeout = 300 * time.Millisecond })
-	clk.Fire(t, 300*time.Millisecond, patience)
+	r, run := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.ConnectionTimeout = registrar.MinConnectionTimeout })
+	clk.Fire(t, registrar.MinConnectionTimeout, patience)
 	select {
 	case <-run.done:
 	case <-time.After(patience):
 		t.Fatal("Run did not end at the connection timeout")
 	}
 	err := *run.err
-	if err == nil || !strings.Contains(err.Error(), e.driverSock) || !strings.Contains(err.Error(), "waited 300ms") ||
-		!strings.Contains(err.Error(), "Options.ConnectionTimeout=300ms") {
+	if err == nil || !strings.Contains(err.Error(), e.driverSock) || !strings.Contains(err.Error(), "waited 1s") ||
+		!strings.Contains(err.Error(), "Options.ConnectionTimeout=1s") {
 		t.Fatalf("Run = %v, want an error naming %s, the option and the time waited", err, e.driverSock)
 	}
 	if st := r.Status(); st.Stage != registrar.StageStopped || !strings.Contains(st.Detail, "did not answer") {
@@ -133,9 +134,9 @@ func TestDeletedSocketRecreated(t *testing.T) {
 
 // Behaviour 5 with rule 3: a socket replaced by another live socket is not fought over.
 func TestReplacedSocketNotFought(t *testing.T) {
-	c := startClocked(t, func(o *registrar.Options) { o.RegistrationRetryMax = 200 * time.Millisecond })
+	c := startClocked(t, func(o *registrar.Options) { o.RegistrationRetryMax = registrar.MinRegistrationRetryMax })
 	r, clk, sock, logs, e := c.r, c.clk, c.sock, c.logs, c.e
-	if other, err := registrar.Listen(sock); err == nil {
+	if other, err := sockfile.Listen(sock); err == nil {
 		other.Close()
 		t.Fatal("Listen on a live socket succeeded, want a conflict")
 	}
@@ -162,9 +163,9 @@ func TestReplacedSocketNotFought(t *testing.T) {
 	}
 	theirs := inode(t, sock)
 	eventually(t, "conflict", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
-	// Several retry rounds (200 ms cap), each one a conflict again.
+	// Several retry rounds (1 s cap), each one a conflict again.
 	for round := 2; round <= 5; round++ {
-		clk.Fire(t, 200*time.Millisecond, patience)
+		clk.Fire(t, registrar.MinRegistrationRetryMax, patience)
 		eventually(t, fmt.Sprintf("conflict number %d", round), func() bool { return strings.Count(logs.String(), "outcome=conflict") >= round })
 		if !answers(sock) || inode(t, sock) != theirs {
 			t.Fatalf("round %d: the registrar replaced another process's live socket", round)
@@ -233,9 +234,11 @@ func TestKubeletSilenceRecreatesSocket(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	clk := registrar.NewFakeClock()
-	r, _ := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.KubeletWait = 100 * time.Millisecond })
-	clk.Fire(t, 100*time.Millisecond, patience)
-	eventually(t, "silence noticed", func() bool { return strings.Contains(r.Status().Detail, "no GetInfo from the kubelet for 100ms") })
+	r, _ := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.KubeletWait = registrar.MinKubeletWait })
+	// (The driver wait's progress timer has the same 10 s: wait for the socket.)
+	eventually(t, "socket", func() bool { return r.Status().Stage == registrar.StageWaitingForKubelet })
+	clk.Fire(t, registrar.MinKubeletWait, patience)
+	eventually(t, "silence noticed", func() bool { return strings.Contains(r.Status().Detail, "no GetInfo from the kubelet for 10s") })
 	clk.Fire(t, time.Second, patience)
 	eventually(t, "a re-creation for kubelet silence", func() bool {
 		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`)

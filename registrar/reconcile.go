@@ -58,7 +58,7 @@ func (s *session) reconcile(ctx context.Context, why string, deep bool) (renamed
 // its Serve loop runs and, when deep, a GetInfo through the socket answers.
 func (s *session) served(ctx context.Context, deep bool) error {
 	select {
-	case <-s.cur.done:
+	case <-s.cur.serving.Done():
 		return errors.New("the gRPC server on the registration socket stopped")
 	default:
 	}

@@ -56,6 +56,10 @@ type Options struct {
 	// /metrics (and /debug/pprof/ with EnablePprof).
 	HTTPEndpoint string
 	EnablePprof  bool
+	// ShutdownTimeout bounds how long stopping a registration socket (at
+	// exit, or to re-create it) lets running calls finish before it cancels
+	// them and closes their connections. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	// Logger receives one line per lifecycle event. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -118,6 +122,9 @@ func New(opts Options) (*Registrar, error) {
 		if d.v < 0 {
 			return nil, &ValidationError{What: d.field, Value: d.v.String(), Rule: "must not be negative", Fix: "use a duration such as 1s or 2m"}
 		}
+	}
+	if err := checkLimits(&opts); err != nil {
+		return nil, err
 	}
 	path, err := ParseEndpoint(opts.CSIAddress)
 	if err != nil {

@@ -26,8 +26,9 @@ func TestRegistrationAsKubeletDoes(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletRegistrationPath = e.driverSock })
 	sock := e.regSock(stubName)
-	// The stage, not the file: Listen sets the mode after the socket appears.
-	eventually(t, "registration socket", func() bool { return r.Status().Stage == registrar.StageWaitingForKubelet })
+	eventually(t, "registration socket", func() bool {
+		return isSocket(sock) && r.Status().Stage == registrar.StageWaitingForKubelet
+	})
 
 	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("registration socket mode = %v (err %v), want 0600", st.Mode().Perm(), err)

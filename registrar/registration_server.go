@@ -3,9 +3,13 @@ package registrar
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // SupportedVersions are the CSI plugin API versions announced to the kubelet.
@@ -91,30 +95,31 @@ func (s *registrationServer) snapshot() (getInfos int, last *registerapi.Registr
 
 // servingSocket is a registration socket with its gRPC server running.
 type servingSocket struct {
-	sock   *Socket
-	server *registrationServer
-	grpc   *grpc.Server
-	done   chan struct{} // closed when Serve returned
+	sock    *sockfile.Socket
+	server  *registrationServer
+	serving *grpcserve.Serving
+	grace   time.Duration // Options.ShutdownTimeout
 }
 
-func serveRegistration(sock *Socket, srv *registrationServer) *servingSocket {
+// serveRegistration serves srv on sock until stop. grace bounds how long
+// stop lets running calls finish.
+func serveRegistration(sock *sockfile.Socket, srv *registrationServer, grace time.Duration) *servingSocket {
 	// The messages are a few hundred bytes: small per-connection buffers (gRPC
 	// shares write buffers between connections by default) keep a flood of
 	// kubelet-like clients from costing 64 KiB of buffers per connection.
-	g := grpc.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
+	// grpcserve bounds the handshake: a client that sends nothing is dropped.
+	g := grpcserve.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
 	registerapi.RegisterRegistrationServer(g, srv)
-	ss := &servingSocket{sock: sock, server: srv, grpc: g, done: make(chan struct{})}
-	go func() {
-		defer close(ss.done)
-		_ = g.Serve(sock.Listener()) // returns when stopped; the owner calls stop
-	}()
-	return ss
+	return &servingSocket{sock: sock, server: srv, serving: grpcserve.Serve(g, sock.Listener()), grace: grace}
 }
 
-// stop ends serving (letting in-flight RPCs finish) and removes the socket
-// if it still is ours. It reports whether the file was removed.
+// stop removes the socket if it still is ours (so the kubelet sees the
+// unlink at once, and the path is free for the next socket), then ends
+// serving: running calls get up to grace to finish, then are cancelled and
+// their connections closed. It never waits on a client for longer than grace,
+// and reports whether the file was removed.
 func (ss *servingSocket) stop() bool {
-	ss.grpc.GracefulStop()
-	<-ss.done
-	return ss.sock.Close()
+	removed := ss.sock.Close()
+	ss.serving.Stop(ss.grace)
+	return removed
 }

@@ -5,19 +5,21 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // The kinds of listen error, as an error reports them with
 //
 //	ListenErrorKind() string
 //
-// (errors.As finds it anywhere in the chain). Each has its own stage and its
-// own socket_creations_total reason.
+// (errors.As finds it anywhere in the chain; *sockfile.ListenError has it).
+// Each has its own stage and its own socket_creations_total reason.
 const (
-	listenPermission       = "permission"        // EACCES/EPERM on the registration directory
-	listenMissingDirectory = "missing-directory" // the registration directory does not exist
-	listenInUse            = "in-use"            // another live process serves a socket at the path
-	listenNotASocket       = "not-a-socket"      // a file that is not a socket is at the path
+	listenPermission       = sockfile.KindPermission       // EACCES/EPERM/EROFS in the registration directory
+	listenMissingDirectory = sockfile.KindMissingDirectory // the registration directory does not exist
+	listenInUse            = sockfile.KindInUse            // another live process serves a socket at the path
+	listenNotASocket       = sockfile.KindNotSocket        // a file that is not a socket is at the path
 )
 
 // socketFault is what the control loop does about a registration path it
@@ -45,7 +47,7 @@ var unclassified = socketFault{StageSocketError, "listen-error", "see the error;
 
 // classifyListenError names what keeps path from being served. An error that
 // reports its kind (ListenErrorKind) is taken at its word; otherwise the
-// errno, and for a conflict the file now at the path, decide.
+// errno, and for EADDRINUSE the file now at the path, decide.
 func classifyListenError(err error, path string) socketFault {
 	var k interface{ ListenErrorKind() string }
 	if errors.As(err, &k) {
@@ -54,13 +56,12 @@ func classifyListenError(err error, path string) socketFault {
 		}
 		return unclassified
 	}
-	var conflict *ConflictError
 	switch {
 	case errors.Is(err, fs.ErrPermission):
 		return socketFaults[listenPermission]
 	case errors.Is(err, fs.ErrNotExist):
 		return socketFaults[listenMissingDirectory]
-	case errors.Is(err, syscall.EADDRINUSE), errors.As(err, &conflict):
+	case errors.Is(err, syscall.EADDRINUSE):
 		return classifyForeignFile(path)
 	}
 	return unclassified

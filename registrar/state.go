@@ -13,6 +13,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // The control loop, for one driver name, is a state machine in the manner of
@@ -224,7 +226,7 @@ func (s *session) create(reason string) {
 	if s.cur != nil {
 		s.closeSocket(reason)
 	}
-	sock, err := Listen(s.path)
+	sock, err := sockfile.Listen(s.path)
 	if err != nil {
 		fault := classifyListenError(err, s.path)
 		d := s.scheduleRetry(fault.reason)
@@ -236,7 +238,7 @@ func (s *session) create(reason string) {
 		onGetInfo: func() { s.r.metrics.addGetInfo(); s.log.Debug("GetInfo from the kubelet") },
 		onNotify:  func(st *registerapi.RegistrationStatus) { s.r.metrics.addNotification(st.PluginRegistered) },
 	}
-	s.cur = serveRegistration(sock, newRegistrationServer(s.name, s.r.opts.KubeletRegistrationPath, hooks))
+	s.cur = serveRegistration(sock, newRegistrationServer(s.name, s.r.opts.KubeletRegistrationPath, hooks), s.r.opts.ShutdownTimeout)
 	// The directory may be a new one (it went missing): watch it again. For
 	// the same directory this only refreshes the watch.
 	if err := s.watcher.Add(filepath.Dir(s.path)); err != nil {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // Issue 12 item 4 (kubernetes/kubernetes#138170): the kubelet calls GetInfo
@@ -268,11 +270,23 @@ func TestRunOnceThenStopped(t *testing.T) {
 // with its own reason; once it is back the retry serves it, and it is
 // watched again.
 func TestRegistrationDirectoryMissing(t *testing.T) {
-	c := startClocked(t, quietKubelet)
-	r, clk, sock, logs, e := c.r, c.clk, c.sock, c.logs, c.e
-	// The directory goes away in one step (a remount would do the same); no
-	// event names our socket: the reconcile finds it gone.
-	if err := os.Rename(e.regDir, e.regDir+".gone"); err != nil {
+	e := newEnv(t)
+	var logs logBuffer
+	startStubDriver(t, e, stubName)
+	clk := registrar.NewFakeClock()
+	r := newRegistrar(t, clk, e, &logs, quietKubelet)
+	watchers := make(chan *fsnotify.Watcher, 1)
+	r.OnWatcher(func(w *fsnotify.Watcher) { watchers <- w })
+	start(t, r.Run)
+	w := <-watchers
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	// The directory goes (as when its volume is unmounted) with its events
+	// lost: the reconcile finds the socket gone, and no directory to serve in.
+	if err := w.Remove(e.regDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(e.regDir); err != nil {
 		t.Fatal(err)
 	}
 	clk.Fire(t, registrar.ReconcilePeriod, patience)
@@ -302,17 +316,18 @@ func TestRegistrationDirectoryMissing(t *testing.T) {
 // past the reconcile period (and the retry backoff) with what the test looks at.
 func quietKubelet(o *registrar.Options) { o.KubeletWait = 24 * time.Hour }
 
-// kindError is a listen error that reports its kind, as the socket code's
-// typed error does.
+// kindError is a listen error of a kind sockfile does not produce.
 type kindError string
 
 func (k kindError) Error() string           { return "listen: " + string(k) }
 func (k kindError) ListenErrorKind() string { return string(k) }
 
-// Issue 13 item 4: each listen error kind has its own stage and reason.
+// Issue 13 item 4: each listen error kind has its own stage and reason. The
+// errors are sockfile.Listen's own where this machine can make them (as
+// root, permission cannot be denied), else as it builds them.
 func TestListenErrorKinds(t *testing.T) {
 	dir := shortDir(t)
-	file, live := dir+"/file", dir+"/live.sock"
+	file, live := filepath.Join(dir, "file"), filepath.Join(dir, "live.sock")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -321,6 +336,15 @@ func TestListenErrorKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	listen := func(path string) error {
+		t.Helper()
+		s, err := sockfile.Listen(path)
+		if err == nil {
+			s.Close()
+			t.Fatalf("sockfile.Listen(%s) succeeded", path)
+		}
+		return err
+	}
 	bind := func(errno syscall.Errno) error {
 		return &net.OpError{Op: "listen", Net: "unix", Err: os.NewSyscallError("bind", errno)}
 	}
@@ -331,17 +355,17 @@ func TestListenErrorKinds(t *testing.T) {
 		stage  registrar.Stage
 		reason string
 	}{
-		{"EACCES", bind(syscall.EACCES), dir + "/x", registrar.StageSocketPermissionDenied, "permission"},
-		{"ENOENT", bind(syscall.ENOENT), dir + "/none/x", registrar.StageSocketDirectoryMissing, "missing-directory"},
-		{"EADDRINUSE", bind(syscall.EADDRINUSE), live, registrar.StageSocketConflict, "conflict"},
-		{"conflict with a file", &registrar.ConflictError{Path: file}, file, registrar.StageSocketNotASocket, "not-a-socket"},
-		{"conflict with a live socket", &registrar.ConflictError{Path: live}, live, registrar.StageSocketConflict, "conflict"},
-		{"kind permission", kindError("permission"), live, registrar.StageSocketPermissionDenied, "permission"},
-		{"kind missing-directory", fmt.Errorf("create: %w", kindError("missing-directory")), live, registrar.StageSocketDirectoryMissing, "missing-directory"},
-		{"kind in-use", kindError("in-use"), file, registrar.StageSocketConflict, "conflict"},
-		{"kind not-a-socket", kindError("not-a-socket"), live, registrar.StageSocketNotASocket, "not-a-socket"},
-		{"kind unknown", kindError("cosmic-ray"), live, registrar.StageSocketError, "listen-error"},
-		{"other", errors.New("something else"), live, registrar.StageSocketError, "listen-error"},
+		{"live socket", listen(live), live, registrar.StageSocketConflict, "conflict"},
+		{"regular file", listen(file), file, registrar.StageSocketNotASocket, "not-a-socket"},
+		{"missing directory", listen(filepath.Join(dir, "none", "x.sock")), "", registrar.StageSocketDirectoryMissing, "missing-directory"},
+		{"permission", fmt.Errorf("create: %w", &sockfile.ListenError{Kind: sockfile.KindPermission}), "", registrar.StageSocketPermissionDenied, "permission"},
+		{"other kind", &sockfile.ListenError{Kind: sockfile.KindOther}, "", registrar.StageSocketError, "listen-error"},
+		{"unknown kind", kindError("cosmic-ray"), "", registrar.StageSocketError, "listen-error"},
+		{"untyped EACCES", bind(syscall.EACCES), "", registrar.StageSocketPermissionDenied, "permission"},
+		{"untyped ENOENT", bind(syscall.ENOENT), "", registrar.StageSocketDirectoryMissing, "missing-directory"},
+		{"untyped EADDRINUSE, a socket", bind(syscall.EADDRINUSE), live, registrar.StageSocketConflict, "conflict"},
+		{"untyped EADDRINUSE, a file", bind(syscall.EADDRINUSE), file, registrar.StageSocketNotASocket, "not-a-socket"},
+		{"untyped other", errors.New("something else"), "", registrar.StageSocketError, "listen-error"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stage, reason := registrar.ClassifyListenError(c.err, c.path)

@@ -4,8 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
+
+// MaxEchoedValue is how many bytes of an invalid value a *ValidationError
+// repeats: a driver may report a name of any length, and the error ends up
+// in a log line. It is more than the longest value any rule here accepts
+// (a label key of 317 bytes, a socket path of 107), so a value just over a
+// limit is shown whole.
+const MaxEchoedValue = 512
 
 // MaxDriverNameLength is the longest driver name the CSI specification and the
 // API server's CSINode validation accept.
@@ -29,11 +38,25 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	msg := fmt.Sprintf("invalid %s %q: %s", e.What, e.Value, e.Rule)
+	msg := fmt.Sprintf("invalid %s %s: %s", e.What, Echo(e.Value), e.Rule)
 	if e.Fix != "" {
 		msg += "; " + e.Fix
 	}
 	return msg
+}
+
+// Echo quotes v for an error or a log line, cut to its first
+// MaxEchoedValue bytes (at a character boundary) with the full length after
+// it: "\"aaa…\"… (1048576 bytes)".
+func Echo(v string) string {
+	if len(v) <= MaxEchoedValue {
+		return strconv.Quote(v)
+	}
+	cut := MaxEchoedValue
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
 }
 
 // IsValidationError reports whether err is, or wraps, a *ValidationError.
@@ -49,19 +72,21 @@ func IsValidationError(err error) bool {
 func ValidateDriverName(name string) error {
 	bad := func(rule string) error {
 		return &ValidationError{What: "driver name", Value: name, Rule: rule,
-			Fix: "the driver must report (or --driver-name must give) a name such as \"hostpath.csi.k8s.io\""}
+			Fix: "the driver must report (or Options.DriverName must give) a name such as \"hostpath.csi.k8s.io\""}
 	}
 	if name == "" {
 		return bad("must not be empty")
 	}
+	pos := 0 // in characters: a multi-byte character is reported whole
+	for i, r := range name {
+		if r >= utf8.RuneSelf || !isAlnum(byte(r)) && r != '-' && r != '.' {
+			return bad(fmt.Sprintf("contains %s at position %d; only letters, digits, '-' and '.' are allowed", describeRune(name, i, r), pos))
+		}
+		pos++
+	}
+	// All ASCII from here: bytes are characters.
 	if len(name) > MaxDriverNameLength {
 		return bad(fmt.Sprintf("is %d characters long, the limit is %d", len(name), MaxDriverNameLength))
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !isAlnum(c) && c != '-' && c != '.' {
-			return bad(fmt.Sprintf("contains %q at position %d; only letters, digits, '-' and '.' are allowed", c, i))
-		}
 	}
 	for _, label := range strings.Split(name, ".") {
 		if label == "" || !isAlnum(label[0]) || !isAlnum(label[len(label)-1]) {
@@ -69,6 +94,17 @@ func ValidateDriverName(name string) error {
 		}
 	}
 	return nil
+}
+
+// describeRune quotes the character r found at byte offset i of s; a byte
+// that is not UTF-8 is shown as such.
+func describeRune(s string, i int, r rune) string {
+	if r == utf8.RuneError {
+		if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+			return fmt.Sprintf("the byte 0x%02x (not UTF-8)", s[i])
+		}
+	}
+	return strconv.QuoteRune(r)
 }
 
 func isAlnum(c byte) bool {
@@ -84,7 +120,7 @@ func RegistrationSocketPath(dir, driverName string) (string, error) {
 	}
 	if dir == "" {
 		return "", &ValidationError{What: "plugin registration path", Value: dir, Rule: "must not be empty",
-			Fix: "set --plugin-registration-path to the directory mounted from /var/lib/kubelet/plugins_registry"}
+			Fix: "set Options.PluginRegistrationPath to the directory mounted from /var/lib/kubelet/plugins_registry"}
 	}
 	p := filepath.Join(dir, driverName+RegistrationSocketSuffix)
 	rel, err := filepath.Rel(filepath.Clean(dir), p)
@@ -93,7 +129,7 @@ func RegistrationSocketPath(dir, driverName string) (string, error) {
 			Rule: fmt.Sprintf("must be a file directly inside %q", dir), Fix: "use a driver name without path separators"}
 	}
 	if err := checkSocketPathLength("registration socket path", p,
-		"shorten --plugin-registration-path or the driver name"); err != nil {
+		"shorten Options.PluginRegistrationPath or the driver name"); err != nil {
 		return "", err
 	}
 	return p, nil
@@ -102,7 +138,7 @@ func RegistrationSocketPath(dir, driverName string) (string, error) {
 // ValidateKubeletRegistrationPath checks the driver socket path the kubelet
 // will dial: it must be absolute, clean and fit a unix socket address.
 func ValidateKubeletRegistrationPath(p string) error {
-	const what = "--kubelet-registration-path"
+	const what = "Options.KubeletRegistrationPath"
 	const fix = "set it to the driver socket's path on the host, e.g. /var/lib/kubelet/plugins/<driver>/csi.sock"
 	switch {
 	case p == "":

@@ -150,3 +150,39 @@ func isDNS1123Subdomain(s string) bool {
 	}
 	return true
 }
+
+// Issue 18 item 5: an invalid value is echoed at most MaxEchoedValue bytes
+// long, with its length.
+func TestValidationErrorCapsValue(t *testing.T) {
+	long := strings.Repeat("a", 1<<20) + "_"
+	err := registrar.ValidateDriverName(long)
+	if err == nil {
+		t.Fatal("a 1 MiB name was accepted")
+	}
+	msg := err.Error()
+	if len(msg) > 2*registrar.MaxEchoedValue || !strings.Contains(msg, "(1048577 bytes)") {
+		t.Fatalf("error is %d bytes long, want the value cut to %d bytes and its length named: %.300q",
+			len(msg), registrar.MaxEchoedValue, msg)
+	}
+	// A cut never splits a character.
+	multi := strings.Repeat("ï", 300)
+	if got := registrar.Echo(multi); !utf8.ValidString(got) || !strings.Contains(got, "(600 bytes)") {
+		t.Errorf("Echo of 300 × 'ï' = %q, want valid UTF-8 naming 600 bytes", got)
+	}
+}
+
+// Issue 18 item 5: a multi-byte character is reported whole, at its
+// position in characters; a byte that is not UTF-8 is named as a byte.
+func TestValidateDriverNameReportsRunes(t *testing.T) {
+	for _, c := range []struct{ name, want string }{
+		{"naïve.example.com", `'ï' at position 2`},
+		{"a€b", `'€' at position 1`},
+		{"ab\xc3", `the byte 0xc3 (not UTF-8) at position 2`},
+		{"a_b", `'_' at position 1`},
+	} {
+		err := registrar.ValidateDriverName(c.name)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ValidateDriverName(%q) = %v, want it to name %s", c.name, err, c.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@
 //   - identityserver.go  GetPluginInfo, GetPluginCapabilities, Probe
 //   - nodeserver.go      NodeGetInfo, NodeGetCapabilities, NodePublishVolume, NodeUnpublishVolume
 //   - volumes.go         the ephemeral volumes: directories, publish, unpublish
+//   - targets.go         the target paths publish accepts and unpublish touches
 //   - mounter.go         bind mounts (k8s.io/mount-utils, mount(2) without a mount binary)
 //   - topology.go        --topology parsing and the kubelet's label rules
 //
@@ -29,9 +30,10 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // DefaultName is the driver name used when Options.Name is empty.
@@ -66,6 +68,10 @@ type Options struct {
 	// driver's container, and the bind mounts made from it must be visible to
 	// the kubelet (see manifests/base/daemonset.yaml).
 	StateDir string
+	// KubeletPodsDir is the kubelet's pods directory, as this process sees
+	// it: NodePublishVolume refuses a target_path that does not resolve
+	// below it. Default DefaultKubeletPodsDir.
+	KubeletPodsDir string
 	// Register, when not nil, makes Run also register the driver with the
 	// kubelet, in this process, as the `csi-registrar register` sidecar does:
 	// Run serves the CSI socket first, then runs a registrar.Registrar with
@@ -73,10 +79,17 @@ type Options struct {
 	// DriverName are the driver's own (Endpoint and Name) and must be left
 	// empty; Logger defaults to the driver's.
 	Register *registrar.Options
+	// ShutdownTimeout bounds how long Run, once ctx ends, lets running calls
+	// (a publish that is mounting) finish before it cancels them and closes
+	// their connections. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	// Logger receives one line per served socket event and per published
 	// volume. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultShutdownTimeout is Options.ShutdownTimeout's default.
+const DefaultShutdownTimeout = 5 * time.Second
 
 // Driver serves the CSI Identity and Node services.
 type Driver struct {
@@ -94,11 +107,18 @@ func New(opts Options) (*Driver, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.ShutdownTimeout < 0 {
+		return nil, &registrar.ValidationError{What: "Options.ShutdownTimeout", Value: opts.ShutdownTimeout.String(),
+			Rule: "must not be negative", Fix: "use a duration such as 5s"}
+	}
 	path, err := registrar.ParseEndpoint(opts.Endpoint)
 	if err != nil {
 		var ve *registrar.ValidationError
 		if errors.As(err, &ve) {
-			ve.What = "--endpoint"
+			ve.What = "Options.Endpoint"
 		}
 		return nil, err
 	}
@@ -109,7 +129,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	if opts.MaxVolumesPerNode < 0 {
-		return nil, &registrar.ValidationError{What: "--max-volumes-per-node", Value: fmt.Sprint(opts.MaxVolumesPerNode),
+		return nil, &registrar.ValidationError{What: "Options.MaxVolumesPerNode", Value: fmt.Sprint(opts.MaxVolumesPerNode),
 			Rule: "must not be negative", Fix: "use 0 for no limit"}
 	}
 	for k, v := range opts.Topology {
@@ -123,10 +143,18 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{opts: opts, path: path, log: opts.Logger.With("driver", opts.Name, "socket", path)}
 	if opts.StateDir != "" {
 		if !filepath.IsAbs(opts.StateDir) {
-			return nil, &registrar.ValidationError{What: "--state-dir", Value: opts.StateDir,
-				Rule: "must be an absolute path", Fix: "e.g. --state-dir=/var/lib/csi-registrar/" + opts.Name}
+			return nil, &registrar.ValidationError{What: "Options.StateDir", Value: opts.StateDir,
+				Rule: "must be an absolute path", Fix: "e.g. /var/lib/csi-registrar/" + opts.Name}
 		}
-		d.vols = newVolumes(filepath.Clean(opts.StateDir), d.log)
+		if opts.KubeletPodsDir == "" {
+			opts.KubeletPodsDir = DefaultKubeletPodsDir
+		}
+		if !filepath.IsAbs(opts.KubeletPodsDir) {
+			return nil, &registrar.ValidationError{What: "Options.KubeletPodsDir", Value: opts.KubeletPodsDir,
+				Rule: "must be an absolute path", Fix: "use the kubelet's --root-dir followed by /pods, e.g. " + DefaultKubeletPodsDir}
+		}
+		d.opts.KubeletPodsDir = opts.KubeletPodsDir
+		d.vols = newVolumes(filepath.Clean(opts.StateDir), filepath.Clean(opts.KubeletPodsDir), d.log)
 	}
 	if opts.Register != nil {
 		ro, err := d.registrarOptions()
@@ -167,16 +195,14 @@ func (d *Driver) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	sock, err := registrar.Listen(d.path)
+	sock, err := sockfile.Listen(d.path)
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpcserve.NewServer()
 	csi.RegisterIdentityServer(srv, &identityServer{opts: &d.opts})
 	csi.RegisterNodeServer(srv, &nodeServer{opts: &d.opts, vols: d.vols})
-
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sock.Listener()) }()
+	serving := grpcserve.Serve(srv, sock.Listener())
 	d.log.Info("CSI driver serving", "nodeID", d.opts.NodeID, "stateDir", d.opts.StateDir, "outcome", "serving")
 
 	// The registrar starts only now that the socket listens: its first
@@ -185,8 +211,8 @@ func (d *Driver) Run(ctx context.Context) error {
 	if err == nil {
 		select {
 		case <-ctx.Done():
-		case err = <-served:
-			err = fmt.Errorf("serve %s: %w", d.path, err)
+		case <-serving.Done():
+			err = fmt.Errorf("serve %s: %w", d.path, serving.Err())
 		case err = <-reg.done:
 			reg.done = nil // consumed
 			if err != nil {
@@ -195,25 +221,11 @@ func (d *Driver) Run(ctx context.Context) error {
 		}
 	}
 	reg.stop()
-	gracefulStop(srv, 5*time.Second)
+	serving.Stop(d.opts.ShutdownTimeout)
 	if sock.Close() {
 		d.log.Info("CSI driver stopped; socket removed", "outcome", "removed")
 	} else {
 		d.log.Info("CSI driver stopped; the file at the socket path is not ours, left in place", "outcome", "kept")
 	}
 	return err
-}
-
-// gracefulStop lets running calls finish for up to grace, then stops hard.
-func gracefulStop(srv *grpc.Server, grace time.Duration) {
-	done := make(chan struct{})
-	go func() { srv.GracefulStop(); close(done) }()
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		srv.Stop()
-		<-done
-	}
 }

@@ -147,6 +147,8 @@ func ExampleDriver_Run_ephemeral() {
 		Endpoint: "unix://" + sock,
 		NodeID:   "node-1",
 		StateDir: filepath.Join(dir, "state"), // in a pod: a hostPath
+		// Targets must be below it; in a pod: /var/lib/kubelet/pods (the default).
+		KubeletPodsDir: filepath.Join(dir, "pods"),
 	})
 	if err != nil {
 		log.Fatal(err)

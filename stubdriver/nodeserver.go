@@ -44,8 +44,10 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 //
 // Errors, as the CSI spec orders them:
 //   - INVALID_ARGUMENT: volume_id, target_path or volume_capability missing,
-//     no access type, a relative target_path, or a volume_id that cannot name
-//     a directory.
+//     no access type, a relative target_path, a volume_id that cannot name
+//     a directory, or a target_path that has a '..' element, resolves
+//     (symbolic links followed) outside the kubelet's pods directory
+//     (Options.KubeletPodsDir), or lies in the state directory.
 //   - FAILED_PRECONDITION: the driver has no state directory (started without
 //     --state-dir), or a block volume was asked for ("exceeds capabilities").
 //   - NOT_FOUND: a request without volume_context csi.storage.k8s.io/ephemeral
@@ -78,12 +80,16 @@ func (s *nodeServer) NodePublishVolume(_ context.Context, req *csi.NodePublishVo
 	if err := validVolumeID(id); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	at, err := s.vols.publishTarget(target)
+	if err != nil {
+		return nil, err
+	}
 	unlock, err := s.vols.lock(id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := s.vols.publish(id, filepath.Clean(target), req.GetReadonly() || readOnlyMode(vc.GetAccessMode().GetMode())); err != nil {
+	if err := s.vols.publish(id, at, req.GetReadonly() || readOnlyMode(vc.GetAccessMode().GetMode())); err != nil {
 		return nil, err
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
@@ -95,10 +101,12 @@ func readOnlyMode(m csi.VolumeCapability_AccessMode_Mode) bool {
 		m == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
 }
 
-// NodeUnpublishVolume undoes NodePublishVolume: it unmounts target_path,
-// removes it, and removes the volume's directory with its data. A target or
-// volume that is not there is success (the call is idempotent), and so is a
-// volume ID this driver never published.
+// NodeUnpublishVolume undoes NodePublishVolume: it unmounts this volume's
+// mount at target_path, removes target_path, and removes the volume's
+// directory with its data. A target or volume that is not there is success
+// (the call is idempotent), and so is a volume ID this driver never
+// published. Whatever is at target_path and was not mounted by publish (a
+// file, a directory, a symbolic link, another mount) is left alone.
 //
 // Errors: INVALID_ARGUMENT when volume_id or target_path is missing or
 // target_path is relative; ABORTED while another operation on the volume is
@@ -121,7 +129,7 @@ func (s *nodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpubli
 		return nil, err
 	}
 	defer unlock()
-	if err := s.vols.unpublish(id, filepath.Clean(target)); err != nil {
+	if err := s.vols.unpublish(id, target); err != nil {
 		return nil, err
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil

@@ -11,7 +11,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -82,12 +82,12 @@ func TestRunRefusesLiveSocket(t *testing.T) {
 	ino, _ := inode(t, path)
 
 	err = runOnce(t, path)
-	var ce *registrar.ConflictError
-	if !errors.As(err, &ce) {
-		t.Fatalf("Run = %v, want a *registrar.ConflictError", err)
+	var ce *sockfile.ListenError
+	if !errors.As(err, &ce) || ce.Kind != sockfile.KindInUse {
+		t.Fatalf("Run = %v, want a *sockfile.ListenError of kind in_use", err)
 	}
 	if ce.Path != path {
-		t.Errorf("ConflictError.Path = %q, want %q", ce.Path, path)
+		t.Errorf("ListenError.Path = %q, want %q", ce.Path, path)
 	}
 	if got, typ := inode(t, path); got != ino || typ != fs.ModeSocket {
 		t.Errorf("socket changed: inode %d (%v), want %d", got, typ, ino)
@@ -121,9 +121,9 @@ func TestRunRefusesOtherFiles(t *testing.T) {
 			ino, typ := inode(t, path)
 
 			err = runOnce(t, path)
-			var ce *registrar.ConflictError
-			if !errors.As(err, &ce) {
-				t.Fatalf("Run = %v, want a *registrar.ConflictError", err)
+			var ce *sockfile.ListenError
+			if !errors.As(err, &ce) || ce.Kind != sockfile.KindNotSocket {
+				t.Fatalf("Run = %v, want a *sockfile.ListenError of kind not_socket", err)
 			}
 			after, err := os.Lstat(path)
 			if err != nil {

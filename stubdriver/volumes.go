@@ -35,6 +35,7 @@ const volumeDirMode fs.FileMode = 0o777
 // finds what it published before.
 type volumes struct {
 	dir     string // the state directory
+	podsDir string // the kubelet's pods directory: targets must be below it
 	mounter mount.Interface
 	log     *slog.Logger
 
@@ -42,8 +43,8 @@ type volumes struct {
 	busy map[string]bool // volume IDs with an operation in progress
 }
 
-func newVolumes(dir string, log *slog.Logger) *volumes {
-	return &volumes{dir: dir, mounter: newBindMounter(), log: log, busy: map[string]bool{}}
+func newVolumes(dir, podsDir string, log *slog.Logger) *volumes {
+	return &volumes{dir: dir, podsDir: podsDir, mounter: newBindMounter(), log: log, busy: map[string]bool{}}
 }
 
 // stateDirMode is the mode of the state directory: only root may enter it,
@@ -55,10 +56,10 @@ const stateDirMode fs.FileMode = 0o750
 // volume of type DirectoryOrCreate makes it 0755.
 func (v *volumes) init() error {
 	if err := os.MkdirAll(v.dir, stateDirMode); err != nil {
-		return fmt.Errorf("create the state directory (--state-dir): %w", err)
+		return fmt.Errorf("create the state directory (Options.StateDir): %w", err)
 	}
 	if err := os.Chmod(v.dir, stateDirMode); err != nil {
-		return fmt.Errorf("set the mode of the state directory (--state-dir): %w", err)
+		return fmt.Errorf("set the mode of the state directory (Options.StateDir): %w", err)
 	}
 	return nil
 }
@@ -159,21 +160,27 @@ func (v *volumes) undoCreate(created bool, src string) {
 	}
 }
 
-// unpublish unmounts target if it is mounted, removes it, then removes the
+// unpublish undoes publish at target: it unmounts the mounts of this
+// volume's directory at target and then removes target, and removes the
 // volume's directory and its data (an ephemeral volume lives as long as its
-// pod). Nothing there is success: unpublish is idempotent.
+// pod) unless it is still mounted elsewhere. Anything else at target (a
+// file, a directory, a symbolic link, another mount) was not made by
+// publish and is left alone. Nothing there is success: unpublish is
+// idempotent.
 func (v *volumes) unpublish(id, target string) error {
-	// mount-utils checks the mount table (a bind mount of a directory of the
-	// same file system is not seen by a device comparison), unmounts through
-	// bindMounter.Unmount and removes the directory.
-	// (A target that is gone already is skipped here: mount-utils would log a
-	// warning about it, and it is the normal case of a repeated call.)
-	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
-		if err := mount.CleanupMountPoint(target, v.mounter, true); err != nil {
-			return status.Errorf(codes.Internal, "unmount target_path %s: %v", target, err)
-		}
-	}
 	src := v.path(id)
+	at, err := v.unpublishTarget(target)
+	if err != nil {
+		return err
+	}
+	if at == "" {
+		v.log.Info("nothing to unpublish: target_path is not where this driver publishes", "volumeID", id,
+			"targetPath", target, "outcome", "untouched")
+		return nil
+	}
+	if err := v.unmountOwn(id, src, at); err != nil {
+		return err
+	}
 	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
 		v.log.Debug("volume already unpublished", "volumeID", id, "targetPath", target, "outcome", "unchanged")
 		return nil
@@ -193,6 +200,57 @@ func (v *volumes) unpublish(id, target string) error {
 		return status.Errorf(codes.Internal, "remove volume directory %s: %v", src, err)
 	}
 	v.log.Info("volume unpublished", "volumeID", id, "targetPath", target, "outcome", "removed")
+	return nil
+}
+
+// unmountOwn unmounts, layer by layer, the mounts at target that show the
+// volume's directory src, then removes target (an empty directory publish
+// created). It stops at the first layer that is not this volume's: a
+// foreign mount, a plain directory, a file or a symbolic link stay.
+func (v *volumes) unmountOwn(id, src, target string) error {
+	st, err := os.Lstat(target)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return status.Errorf(codes.Internal, "inspect target_path %s: %v", target, err)
+	}
+	if !st.IsDir() {
+		v.log.Info("target_path is not a directory this driver mounted; left in place", "volumeID", id,
+			"targetPath", target, "kind", st.Mode().Type().String(), "outcome", "untouched")
+		return nil
+	}
+	unmounted := false
+	for {
+		mounted, err := v.mounter.IsMountPoint(target)
+		if err != nil {
+			return status.Errorf(codes.Internal, "inspect target_path %s: %v", target, err)
+		}
+		if !mounted {
+			break
+		}
+		ours, err := sameDir(src, target)
+		if err != nil {
+			return status.Errorf(codes.Internal, "compare target_path %s with %s: %v", target, src, err)
+		}
+		if !ours {
+			v.log.Info("target_path has a mount that is not this volume's; left in place", "volumeID", id,
+				"targetPath", target, "outcome", "untouched")
+			return nil
+		}
+		if err := v.mounter.Unmount(target); err != nil {
+			return status.Errorf(codes.Internal, "%v", err)
+		}
+		unmounted = true
+	}
+	if !unmounted {
+		v.log.Info("target_path is not mounted by this driver; left in place", "volumeID", id,
+			"targetPath", target, "outcome", "untouched")
+		return nil
+	}
+	if err := os.Remove(target); err != nil {
+		return status.Errorf(codes.Internal, "remove target_path %s after unmounting it: %v", target, err)
+	}
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 // ABORTED (the CSI spec's code for it); other volumes are not held up, and
 // the volume is free again once the first operation ends.
 func TestVolumeLock(t *testing.T) {
-	v := newVolumes(t.TempDir(), slog.New(slog.DiscardHandler))
+	v := newVolumes(t.TempDir(), DefaultKubeletPodsDir, slog.New(slog.DiscardHandler))
 	unlock, err := v.lock("a")
 	if err != nil {
 		t.Fatal(err)

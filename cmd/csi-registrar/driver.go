@@ -55,6 +55,8 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 			Usage: "a topology segment key=value NodeGetInfo reports (repeatable)"},
 		&cli.StringFlag{Name: "state-dir", EnvVars: env("state-dir"),
 			Usage: "directory for the ephemeral volumes' data (a hostPath); empty: no volumes are published"},
+		&cli.StringFlag{Name: "kubelet-pods-dir", Value: stubdriver.DefaultKubeletPodsDir, EnvVars: env("kubelet-pods-dir"),
+			Usage: "the kubelet's pods directory, as mounted in this container: volumes are published only below it"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 	}
 	flags = append(flags, registrationFlags()...)
@@ -68,7 +70,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
 				return nil
 			}
-			if err := notEmpty(c, "endpoint", "driver-name", "plugin-registration-path"); err != nil {
+			if err := notEmpty(c, "endpoint", "driver-name", "plugin-registration-path", "kubelet-pods-dir"); err != nil {
 				return err
 			}
 			log, err := newLogger(c, c.App.ErrWriter)
@@ -95,7 +97,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 			routeKlog(log, c.Int("v"))
 			ctx, stop := signalContext(c.Context, log)
 			defer stop()
-			return withFlagNames(run(ctx, stubdriver.Options{
+			return run(ctx, stubdriver.Options{
 				Endpoint:          c.String("endpoint"),
 				Name:              c.String("driver-name"),
 				VendorVersion:     version,
@@ -103,9 +105,10 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				MaxVolumesPerNode: c.Int64("max-volumes-per-node"),
 				Topology:          topo,
 				StateDir:          c.String("state-dir"),
+				KubeletPodsDir:    c.String("kubelet-pods-dir"),
 				Register:          reg,
 				Logger:            log,
-			}))
+			})
 		},
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
@@ -22,3 +24,24 @@ func notEmpty(c *cli.Context, names ...string) error {
 	}
 	return nil
 }
+
+// flagNames rewrites the libraries' names of options (registrar.Options and
+// stubdriver.Options fields, as their errors name them) into the flags that set them, so that an
+// error tells the user what to change on the command line.
+var flagNames = strings.NewReplacer(
+	"Options.CSIAddress", "--csi-address",
+	"Options.KubeletRegistrationPath", "--kubelet-registration-path",
+	"Options.PluginRegistrationPath", "--plugin-registration-path",
+	"Options.DriverName", "--driver-name",
+	"Options.Timeout", "--timeout",
+	"Options.ConnectionTimeout", "--connection-timeout",
+	"Options.KubeletWait", "--kubelet-wait",
+	"Options.RegistrationRetryMax", "--registration-retry-max",
+	"Options.HTTPEndpoint", "--http-endpoint",
+	"Options.EnablePprof", "--enable-pprof",
+	// stubdriver.Options
+	"Options.Endpoint", "--endpoint",
+	"Options.MaxVolumesPerNode", "--max-volumes-per-node",
+	"Options.StateDir", "--state-dir",
+	"Options.KubeletPodsDir", "--kubelet-pods-dir",
+)

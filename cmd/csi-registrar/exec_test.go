@@ -15,9 +15,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 
@@ -605,4 +607,38 @@ func TestExecMissingRegistrationDir(t *testing.T) {
 	if fileExists(missing) {
 		t.Errorf("%s was created", missing)
 	}
+}
+
+// TestExecSIGTERMWithHostileClients: a client that sends nothing and one
+// that holds a call open do not keep SIGTERM from ending the process, which
+// promises to exit within ShutdownTimeout plus a second. The limit below is a
+// hang guard with room for a loaded machine (upstream's Stop waited 120 s).
+func TestExecSIGTERMWithHostileClients(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := f.startRegistrar(t)
+	r.waitLog(t, 1, "registration socket created", "outcome=serving")
+	silent, err := net.Dial("unix", f.regSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	held, err := registrartest.HoldCall(f.regSock, "/pluginregistration.Registration/GetInfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+
+	start := time.Now()
+	r.signal(t, syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(registrar.DefaultShutdownTimeout + 4*time.Second):
+		t.Fatalf("still running %s after SIGTERM with a silent and a held client", time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if code := r.state.ExitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	assertGone(t, f.regSock)
 }

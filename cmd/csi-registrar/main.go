@@ -74,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer, r roles) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "error:", err)
+	fmt.Fprintln(stderr, "error:", flagNames.Replace(err.Error()))
 	var ec cli.ExitCoder
 	switch {
 	case errors.As(err, &ec):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -105,7 +104,7 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 			defer stop()
 			log.Info("starting csi-registrar register", "version", version, "kubeletRegistrationPath", opts.KubeletRegistrationPath,
 				"pluginRegistrationPath", opts.PluginRegistrationPath)
-			return withFlagNames(run(ctx, opts))
+			return run(ctx, opts)
 		},
 	}
 }
@@ -134,40 +133,3 @@ func registerOptions(c *cli.Context) (registrar.Options, error) {
 		EnablePprof:             c.Bool("enable-pprof"),
 	}, nil
 }
-
-// optionFlags maps the registrar.Options fields that library errors name
-// (e.g. "invalid Options.Timeout") to the flags that set them, so that the
-// command line speaks of the flags the user typed.
-var optionFlags = strings.NewReplacer(
-	"Options.CSIAddress", "--csi-address",
-	"Options.KubeletRegistrationPath", "--kubelet-registration-path",
-	"Options.PluginRegistrationPath", "--plugin-registration-path",
-	"Options.DriverName", "--driver-name",
-	"Options.ConnectionTimeout", "--connection-timeout",
-	"Options.Timeout", "--timeout",
-	"Options.KubeletWait", "--kubelet-wait",
-	"Options.RegistrationRetryMax", "--registration-retry-max",
-	"Options.HTTPEndpoint", "--http-endpoint",
-	"Options.EnablePprof", "--enable-pprof",
-)
-
-// withFlagNames returns err with the Options fields it names replaced by
-// their flags; errors.As and errors.Is still see the original.
-func withFlagNames(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := optionFlags.Replace(err.Error())
-	if msg == err.Error() {
-		return err
-	}
-	return flagNamedError{msg: msg, err: err}
-}
-
-type flagNamedError struct {
-	msg string
-	err error
-}
-
-func (e flagNamedError) Error() string { return e.msg }
-func (e flagNamedError) Unwrap() error { return e.err }

@@ -99,6 +99,14 @@ func runSuite(m *testing.M) int {
 		logf("%v", err)
 		return 1
 	}
+	if v, err := cl.Client.Discovery().ServerVersion(); err == nil {
+		logf("Kubernetes: API server %s", v.GitVersion)
+	}
+	if nl, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nl.Items {
+			logf("Kubernetes: node %s runs kubelet %s (%s)", n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KernelVersion)
+		}
+	}
 	if err := setup(ctx, root); err != nil {
 		logf("setup failed: %v", err)
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)

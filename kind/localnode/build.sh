@@ -2,13 +2,25 @@
 # Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl
 # from k8s.io/kubernetes through the Go module proxy (nested module k8sbuild/<minor>/),
 # into the version-keyed cache dir. Skips when the binaries are already current.
-#   build.sh [--force]
+#   build.sh [--force] [--with-kind]
+# --with-kind also builds kubeadm and kube-proxy (the kind node image, kind/nodeimage/),
+# in the same go build, cache dir and stamp: the five shared ones come from the build cache.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=SCRIPTDIR/env.sh
 source "$here/env.sh"
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$here/lib.sh"
+
+force=0
+bins=("${K8S_BINS[@]}")
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    --with-kind) bins+=("${K8S_KIND_BINS[@]}") ;;
+    *) echo "build.sh: unknown argument $arg (use --force, --with-kind)" >&2; exit 2 ;;
+  esac
+done
 
 # One build per version at a time: a second caller waits, then finds it current.
 mkdir -p "$LOCALNODE_CACHE"
@@ -18,8 +30,12 @@ if ! flock -n "$lockfd"; then
   flock "$lockfd"
 fi
 
-if [[ "${1:-}" != --force ]] && build_is_current; then
-  echo "build: Kubernetes $K8S_VERSION binaries are current in $LOCALNODE_BIN"
+# The kind binaries that are there are rebuilt too: one stamp for the whole directory.
+for b in "${K8S_KIND_BINS[@]}"; do
+  [[ -x "$LOCALNODE_BIN/$b" && " ${bins[*]} " != *" $b "* ]] && bins+=("$b")
+done
+if [[ $force == 0 ]] && build_is_current "${bins[@]}"; then
+  echo "build: Kubernetes $K8S_VERSION binaries are current in $LOCALNODE_BIN (${bins[*]})"
   exit 0
 fi
 command -v go >/dev/null || die "go is not installed"
@@ -35,18 +51,18 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 pkgs=()
-for b in "${K8S_BINS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+for b in "${bins[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 tmp="$LOCALNODE_CACHE/bin.tmp"
 rm -rf "$tmp" && mkdir -p "$tmp" "$LOCALNODE_BIN"
-echo "build: go build ${K8S_BINS[*]} ($K8S_VERSION, GOCACHE=$(go env GOCACHE), GOMODCACHE=$(go env GOMODCACHE))"
+echo "build: go build ${bins[*]} ($K8S_VERSION, GOCACHE=$(go env GOCACHE), GOMODCACHE=$(go env GOMODCACHE))"
 # go build is silent for minutes: say that it is still going.
 # (read -t on an idle pipe sleeps without a child process, so killing the loop is enough.)
 (while :; do read -rt 60 <> <(:) || true; echo "build: still compiling ($(elapsed)s)"; done) &
 ticker=$!
 trap 'kill "$ticker" 2>/dev/null || true' EXIT
-# One go build for all five: shared packages compile once, both cores stay busy.
+# One go build for all of them: shared packages compile once, both cores stay busy.
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
-for b in "${K8S_BINS[@]}"; do mv -f "$tmp/$b" "$LOCALNODE_BIN/$b"; done
+for b in "${bins[@]}"; do mv -f "$tmp/$b" "$LOCALNODE_BIN/$b"; done
 rmdir "$tmp"
 build_stamp >"$LOCALNODE_BIN/.stamp"
 "$LOCALNODE_BIN/kubelet" --version

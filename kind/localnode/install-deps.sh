@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Install the Debian packages the local single-node Kubernetes needs.
+# Install Debian packages before their first use: with no argument, those the local
+# single-node Kubernetes needs; with arguments, just those (e.g. `install-deps.sh buildah`
+# before `make image` on a machine without a Docker engine).
 # Idempotent: when every package is already installed it does not touch apt at all.
 set -euo pipefail
 
-PKGS=(
+NODE_PKGS=(
   etcd-server                 # etcd for the apiserver
   containerd runc             # container runtime (ctr comes with containerd)
   containernetworking-plugins # bridge/host-local/portmap/loopback CNI plugins in /usr/lib/cni
@@ -12,6 +14,7 @@ PKGS=(
   iproute2 util-linux         # ip, mount/umount, findmnt (down.sh)
   openssl curl ca-certificates
 )
+if [[ $# -gt 0 ]]; then PKGS=("$@"); else PKGS=("${NODE_PKGS[@]}"); fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -21,12 +24,12 @@ for p in "${PKGS[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install-deps: all packages present (${#PKGS[@]})"
+  echo "install-deps: all packages present (${PKGS[*]})"
   exit 0
 fi
 
 if [[ $(id -u) -ne 0 ]]; then
-  echo "install-deps: need root to install: ${missing[*]}" >&2
+  echo "install-deps: need root to install: ${missing[*]} (or install them yourself: apt-get install ${missing[*]})" >&2
   exit 1
 fi
 

@@ -3,6 +3,8 @@
 # shellcheck disable=SC2034  # variables are used by the scripts that source this file
 
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+# What a kind node image needs besides those (build.sh --with-kind).
+K8S_KIND_BINS=(kubeadm kube-proxy)
 RUN_DIR="$LOCALNODE_CACHE/run"     # pid files
 LOG_DIR="$LOCALNODE_CACHE/logs"
 PKI_DIR="$LOCALNODE_CACHE/pki"
@@ -160,13 +162,15 @@ node_ready() {
 
 COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
-# build_is_current: the five binaries exist and were built from the pinned k8sbuild/<minor>/go.mod.
+# build_is_current [BIN...]: the binaries (default: the five of K8S_BINS) exist and were
+# built from the pinned k8sbuild/<minor>/go.mod.
 build_stamp() {
   echo "$K8S_VERSION $(cat "$K8SBUILD_DIR/go.mod" "$K8SBUILD_DIR/go.sum" | sha256sum | cut -c1-16)"
 }
 build_is_current() {
-  local b
-  for b in "${K8S_BINS[@]}"; do [[ -x "$LOCALNODE_BIN/$b" ]] || return 1; done
+  local b bins=("$@")
+  [[ ${#bins[@]} -gt 0 ]] || bins=("${K8S_BINS[@]}")
+  for b in "${bins[@]}"; do [[ -x "$LOCALNODE_BIN/$b" ]] || return 1; done
   [[ -f "$LOCALNODE_BIN/.stamp" && "$(<"$LOCALNODE_BIN/.stamp")" == "$(build_stamp)" ]] || return 1
   [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]]
 }

@@ -1,6 +1,13 @@
 # Real single-node Kubernetes on this machine, without Docker (see kind/localnode/README.md).
 # Included by the top-level Makefile; paths are relative to the repository root.
 LOCALNODE := kind/localnode
+# The local node is one shared resource: every use of it (up, down, demo, e2e, bench)
+# holds this lock. with_node_lock CMD: run CMD under it, unless the caller already
+# holds it (LOCALNODE_LOCKED=1). flock -o: the daemons CMD starts do not inherit it.
+LOCALNODE_LOCK ?= /tmp/csi-registrar-localnode.lock
+with_node_lock = if [ "$${LOCALNODE_LOCKED:-}" = 1 ]; then $(1); else \
+  flock -n $(LOCALNODE_LOCK) true || echo "waiting for $(LOCALNODE_LOCK): another user of the local node holds it"; \
+  flock -o $(LOCALNODE_LOCK) env LOCALNODE_LOCKED=1 $(1); fi
 
 .PHONY: local-deps local-build local-up local-down local-purge local-smoke
 
@@ -10,14 +17,14 @@ local-deps: ## Debian packages for the local node (apt only when something is mi
 local-build: local-deps ## Build kube-apiserver/-controller-manager/-scheduler, kubelet, kubectl (cached)
 	bash $(LOCALNODE)/build.sh
 
-local-up: ## Start the local node (cold: builds first, minutes); prints export KUBECONFIG=...
-	bash $(LOCALNODE)/up.sh
+local-up: ## Start the local node (K8S=1.34…1.37, newest by default; cold: builds first, minutes)
+	@$(call with_node_lock,bash $(LOCALNODE)/up.sh)
 
-local-down: ## Stop the local node and undo its host changes (cluster state kept)
-	bash $(LOCALNODE)/down.sh
+local-down: ## Stop the local node, whatever its version, and undo its host changes (cluster state kept)
+	@$(call with_node_lock,bash $(LOCALNODE)/down.sh)
 
 local-purge: ## Stop the local node and wipe its state (built binaries kept)
-	bash $(LOCALNODE)/down.sh --purge
+	@$(call with_node_lock,bash $(LOCALNODE)/down.sh --purge)
 
 local-smoke: ## DaemonSet + namespace deletion check against the running local node
-	bash $(LOCALNODE)/smoke.sh
+	@$(call with_node_lock,bash $(LOCALNODE)/smoke.sh)

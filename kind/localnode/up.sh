@@ -73,6 +73,15 @@ if node_is_up; then
   exit 0
 fi
 
+# One version per node at a time: a node of another version must be stopped first.
+for d in "$LOCALNODE_ROOT"/*/run; do
+  v=$(basename "$(dirname "$d")")
+  [[ "$v" != "$K8S_VERSION" ]] || continue
+  if LOCALNODE_K8S_VERSION=$v bash -c 'source "$1/env.sh"; source "$1/lib.sh"; for n in "${COMPONENTS[@]}"; do alive "$n" && exit 0; done; exit 1' _ "$here"; then
+    die "the local node is running Kubernetes $v; this run wants $K8S_VERSION. Stop it first: make local-down (then up again with K8S=$K8S_MINOR)"
+  fi
+done
+
 if leftovers; then
   step "state from a previous run found: running down.sh first"
   LOCALNODE_T0=$_T0 "$here/down.sh"
@@ -149,6 +158,18 @@ cat >"$ETC_DIR/cni/10-$CNI_NET.conflist" <<EOT
 }
 EOT
 
+# Kubernetes 1.35+ (KEP-5573) refuses to start a kubelet on a cgroup v1 host unless
+# failCgroupV1 is false; 1.34 accepts the field too. Set only where it is needed.
+cgroup_fs=$(stat -fc %T /sys/fs/cgroup 2>/dev/null || echo unknown)
+if [[ "$cgroup_fs" == cgroup2fs ]]; then
+  fail_cgroup_v1="# cgroup v2 host: the kubelet's default (failCgroupV1: true) is fine."
+  step "cgroup v2 host: kubelet config keeps failCgroupV1 at its default"
+else
+  fail_cgroup_v1="# cgroup v1 host (/sys/fs/cgroup is $cgroup_fs): 1.35+ refuses it unless this is false.
+failCgroupV1: false"
+  step "cgroup v1 host (/sys/fs/cgroup is $cgroup_fs): kubelet config sets failCgroupV1: false (1.35+ refuses cgroup v1 otherwise)"
+fi
+
 # No clusterDNS on purpose: there is no DNS service, and pods must not send
 # queries to an address that does not exist.
 cat >"$ETC_DIR/kubelet-config.yaml" <<EOT
@@ -162,8 +183,7 @@ healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 containerRuntimeEndpoint: unix://$CONTAINERD_ADDRESS
 cgroupDriver: cgroupfs
-# This machine runs cgroups v1; Kubernetes 1.35+ refuses it, 1.34 needs this.
-failCgroupV1: false
+$fail_cgroup_v1
 failSwapOn: false
 staticPodPath: $MANIFESTS_DIR
 fileCheckFrequency: 5s

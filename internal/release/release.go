@@ -1,0 +1,159 @@
+// Package release assembles the artifacts of a csi-registrar release in one
+// directory (`make release VERSION=vX.Y.Z`, bin/release/): from the static
+// binaries the Makefile built, one multi-architecture OCI image (an image
+// index) as an OCI archive, its digest, a CycloneDX SBOM of the Go modules
+// linked into the binaries, and SHA256SUMS over every artifact.
+// It writes the OCI layout itself, deterministically, so that a release
+// needs no container tool on the machine.
+package release
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/semver"
+)
+
+// Archs are the architectures of a release (all linux).
+var Archs = []string{"amd64", "arm64"}
+
+// SumsFile is the name of the checksum file, in `sha256sum -c` format.
+const SumsFile = "SHA256SUMS"
+
+// BinaryName is the file name of the release binary for arch.
+func BinaryName(version, arch string) string {
+	return fmt.Sprintf("csi-registrar-%s-linux-%s", version, arch)
+}
+
+// ArchiveName is the file name of the OCI archive (the multi-arch image).
+func ArchiveName(version string) string { return "csi-registrar-" + version + ".oci.tar" }
+
+// DigestName is the file name holding the image index's digest.
+func DigestName(version string) string { return "csi-registrar-" + version + ".oci.digest" }
+
+// SBOMName is the file name of the CycloneDX SBOM.
+func SBOMName(version string) string { return "csi-registrar-" + version + ".cdx.json" }
+
+// Options are the inputs of Assemble.
+type Options struct {
+	// Dir holds BinaryName(Version, arch) for every arch of Archs; the
+	// archive, its digest and SumsFile are written there.
+	Dir string
+	// Version is the release's version: a semantic version with a leading v
+	// (vX.Y.Z or vX.Y.Z-pre), which is also the image's tag.
+	Version string
+	// Created is the image's creation time, e.g. the commit's time.
+	Created time.Time
+	// Revision is the source commit; optional.
+	Revision string
+	// ModuleDir, MainPackage and BuildTags say how the binaries were built:
+	// the SBOM lists the modules linked into MainPackage with BuildTags.
+	ModuleDir, MainPackage, BuildTags string
+}
+
+// Result is what Assemble wrote.
+type Result struct {
+	Archive string     // path of the OCI archive
+	Index   Descriptor // the image index: its digest is the image's
+	Files   []string   // every file SumsFile lists, by name
+}
+
+// ErrBadInput marks errors in Options: the caller exits 2.
+var ErrBadInput = errors.New("bad input")
+
+// CheckVersion reports whether v can be a release version: a canonical
+// semantic version with a leading v, pre-release allowed, no build metadata
+// (a "+" is not allowed in an image tag).
+func CheckVersion(v string) error {
+	if !semver.IsValid(v) || semver.Canonical(v) != v {
+		return fmt.Errorf("%w: VERSION=%q is not a release version: want vMAJOR.MINOR.PATCH, optionally -PRERELEASE (e.g. v0.1.0, v0.2.0-rc.1), as git tags name releases", ErrBadInput, v)
+	}
+	return nil
+}
+
+// Assemble writes the OCI archive of the binaries in opts.Dir, its digest
+// file, the SBOM and SumsFile over every regular file in opts.Dir (which
+// must hold nothing but the release's artifacts).
+func Assemble(opts Options) (Result, error) {
+	if err := CheckVersion(opts.Version); err != nil {
+		return Result{}, err
+	}
+	if opts.MainPackage == "" {
+		return Result{}, fmt.Errorf("%w: no main package (e.g. ./cmd/csi-registrar) for the SBOM", ErrBadInput)
+	}
+	if opts.Created.IsZero() {
+		return Result{}, fmt.Errorf("%w: no creation time: pass the commit's time (git log -1 --format=%%ct)", ErrBadInput)
+	}
+	var images []Image
+	for _, arch := range Archs {
+		p := filepath.Join(opts.Dir, BinaryName(opts.Version, arch))
+		bin, err := os.ReadFile(p)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: the linux/%s binary: %v (make release builds it first)", ErrBadInput, arch, err)
+		}
+		images = append(images, Image{Arch: arch, Binary: bin})
+	}
+	var archive bytes.Buffer
+	idx, err := WriteOCIArchive(&archive, ImageOptions{Version: opts.Version, Created: opts.Created, Revision: opts.Revision}, images)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Archive: filepath.Join(opts.Dir, ArchiveName(opts.Version)), Index: idx}
+	if err := os.WriteFile(res.Archive, archive.Bytes(), 0o644); err != nil {
+		return Result{}, err
+	}
+	if err := os.WriteFile(filepath.Join(opts.Dir, DigestName(opts.Version)), []byte(idx.Digest+"\n"), 0o644); err != nil {
+		return Result{}, err
+	}
+	var sbom bytes.Buffer
+	if err := WriteSBOM(&sbom, SBOMOptions{
+		ModuleDir: opts.ModuleDir, MainPackage: opts.MainPackage, BuildTags: opts.BuildTags,
+		Version: opts.Version, Created: opts.Created,
+	}); err != nil {
+		return Result{}, fmt.Errorf("SBOM: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(opts.Dir, SBOMName(opts.Version)), sbom.Bytes(), 0o644); err != nil {
+		return Result{}, err
+	}
+	res.Files, err = WriteSums(opts.Dir)
+	return res, err
+}
+
+// WriteSums writes dir/SumsFile: the SHA-256 of every other regular file in
+// dir, sorted by name, in the format `sha256sum -c` reads. It returns the
+// names listed.
+func WriteSums(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var out strings.Builder
+	for _, e := range entries {
+		if e.Name() == SumsFile {
+			continue
+		}
+		if !e.Type().IsRegular() {
+			return nil, fmt.Errorf("%s: not a regular file; the release directory holds only the artifacts", filepath.Join(dir, e.Name()))
+		}
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		content, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(content)
+		fmt.Fprintf(&out, "%s  %s\n", hex.EncodeToString(sum[:]), n)
+	}
+	return names, os.WriteFile(filepath.Join(dir, SumsFile), []byte(out.String()), 0o644)
+}

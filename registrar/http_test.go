@@ -1,0 +1,120 @@
+package registrar_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
+
+// keptAlive is a client connection that made one request and keeps the
+// connection open, as an HTTP/1.1 client does.
+type keptAlive struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func request(t *testing.T, addr string) *keptAlive {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return &keptAlive{conn: c, r: bufio.NewReader(c)}
+}
+
+// response reads the response, waiting at most limit (a hang guard).
+func (k *keptAlive) response(limit time.Duration) error {
+	k.conn.SetReadDeadline(time.Now().Add(limit))
+	rsp, err := http.ReadResponse(k.r, nil)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, rsp.Body)
+	rsp.Body.Close()
+	return err
+}
+
+// closedByServer waits (at most limit) for the server to close the connection.
+func (k *keptAlive) closedByServer(limit time.Duration) error {
+	k.conn.SetReadDeadline(time.Now().Add(limit))
+	_, err := k.r.ReadByte()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// Issue 18 item 4: the HTTP endpoint closes idle kept-alive connections and
+// serves at most HTTPMaxConns connections at once; one beyond the cap waits
+// until a slot is free.
+func TestHTTPEndpointLimitsConnections(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	var logs logBuffer
+	startRegistrar(t, e, &logs, func(o *registrar.Options) { o.HTTPEndpoint = "127.0.0.1:0" })
+	var addr string
+	eventually(t, "the HTTP endpoint's address in the log", func() bool {
+		m := regexp.MustCompile(`msg="serving health and metrics" .*endpoint=(\S+)`).FindStringSubmatch(logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	})
+	const guard = 30 * time.Second // hang guard only
+	idle := make([]*keptAlive, registrar.HTTPMaxConns)
+	for i := range idle {
+		idle[i] = request(t, addr)
+		if err := idle[i].response(guard); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+	}
+	extra := request(t, addr)
+	// Not served while the cap is reached. (A wait that can only pass wrongly
+	// when the machine is slow, never fail wrongly.)
+	if err := extra.response(300 * time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection %d was served beyond the cap of %d (err %v)", len(idle)+1, registrar.HTTPMaxConns, err)
+	}
+	for i, k := range idle {
+		if err := k.closedByServer(registrar.HTTPIdleTimeout + guard); err != nil {
+			t.Fatalf("idle kept-alive connection %d not closed by the server: %v", i, err)
+		}
+	}
+	if err := extra.response(guard); err != nil {
+		t.Fatalf("the connection beyond the cap was not served once the idle ones were closed: %v", err)
+	}
+}
+
+// Issue 13 item 6: the library's error names the option, not a flag (cmd
+// maps Options.HTTPEndpoint back to --http-endpoint).
+func TestHTTPEndpointInUseNamesOption(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: e.driverSock,
+		PluginRegistrationPath: e.regDir, HTTPEndpoint: busy.Addr().String(), Logger: testLogger(t, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Options.HTTPEndpoint "+busy.Addr().String()) || strings.Contains(err.Error(), "--http-endpoint") {
+		t.Fatalf("Run = %v, want an error naming Options.HTTPEndpoint and the address, and no flag", err)
+	}
+}

@@ -1,0 +1,326 @@
+package sockfile_test
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+)
+
+// stale leaves a dead socket at path: bound, then closed without unlinking,
+// as a process that was killed leaves it.
+func stale(t *testing.T, path string) {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+}
+
+func TestListenCreatesModeAndRemovesOnClose(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x-reg.sock")
+	stale(t, path)
+	s, err := sockfile.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().Type() != fs.ModeSocket || st.Mode().Perm() != sockfile.Mode {
+		t.Fatalf("socket = %v, %v; want a socket with mode %o", st.Mode(), err, sockfile.Mode)
+	}
+	// The lock file is hidden from the kubelet (a dot name) and is the only other file.
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != ".x-reg.sock.lock x-reg.sock" {
+		t.Errorf("directory holds %q, want the socket and its dot-named lock file", names)
+	}
+	if !s.Close() {
+		t.Fatal("Close did not remove our socket")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("Close left %v behind", entries)
+	}
+}
+
+// Issue 13: identity is device + inode, not metadata anyone may change. A
+// chmod, chown or xattr on our socket changes its ctime; it stays ours and is
+// removed at Close.
+func TestIdentityIgnoresMetadata(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x-reg.sock")
+	s, err := sockfile.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(path, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	// trusted.* xattrs are allowed on any file type for root (user.* are not, on sockets).
+	if os.Geteuid() == 0 {
+		if err := unix.Lsetxattr(path, "trusted.csi-registrar-test", []byte("x"), 0); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatal(err)
+		}
+	}
+	if !s.Owned() {
+		t.Fatal("a chmod/chown/xattr made our socket foreign")
+	}
+	if !s.Close() {
+		t.Fatal("Close left our socket behind after a chmod/chown/xattr")
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("socket still there: %v", err)
+	}
+}
+
+func TestCloseLeavesReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x-reg.sock")
+	s, err := sockfile.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, other, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	if s.Owned() {
+		t.Fatal("Owned after the path was exchanged for a regular file")
+	}
+	if s.Close() {
+		t.Fatal("Close reported removing a file that is not ours")
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "keep" {
+		t.Fatalf("the file exchanged in was touched: %q, %v", b, err)
+	}
+}
+
+// Issue 18 item 2: the socket's mode is set before bind creates the file, so
+// a symlink swapped in at the path right after bind changes nothing. A
+// swapper keeps replacing the path with a symlink to a file outside the
+// directory; the file's mode must never change.
+func TestModeNeverFollowsSwappedSymlink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x-reg.sock")
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(target, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the attacker: swap a symlink in at the path, then clear it
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.Symlink(target, link)
+			os.Rename(link, path) // replaces whatever is there, our socket included
+			os.Remove(path)
+		}
+	}()
+	const iterations = 3000
+	created := 0
+	for i := 0; i < iterations; i++ {
+		s, err := sockfile.Listen(path)
+		if err == nil {
+			created++
+			s.Close()
+		}
+		if st, err := os.Stat(target); err != nil || st.Mode().Perm() != 0o644 {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("iteration %d: the symlink's target now has mode %v (err %v), want 0644 untouched", i, st.Mode().Perm(), err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if created == 0 {
+		t.Fatal("no Listen succeeded: the race was never run")
+	}
+	t.Logf("%d of %d Listen calls created a socket while the path was being swapped", created, iterations)
+}
+
+// Issue 18 item 3: a stale socket is removed only after checking, through a
+// name nobody else uses, that it is the dead socket. A swapper exchanges the
+// path with a regular file (renameat2 RENAME_EXCHANGE) while Listen runs;
+// the file must never be deleted.
+func TestStaleRemovalNeverDeletesExchangedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x-reg.sock")
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("not yours"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vf, err := os.Open(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vf.Close()
+	deleted := func() bool {
+		var st unix.Stat_t
+		return unix.Fstat(int(vf.Fd()), &st) != nil || st.Nlink == 0
+	}
+
+	swap := make(chan bool) // true: swap until told false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		running := false
+		for {
+			if !running {
+				v, ok := <-swap
+				if !ok {
+					return
+				}
+				running = v
+				continue
+			}
+			select {
+			case v, ok := <-swap:
+				if !ok {
+					return
+				}
+				running = v
+				if !v {
+					swap <- false // acknowledge: no exchange runs from now on
+				}
+			default:
+				unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, victim, unix.RENAME_EXCHANGE)
+			}
+		}
+	}()
+	defer func() { close(swap); <-done }()
+
+	const iterations = 400
+	removed := 0
+	for i := 0; i < iterations; i++ {
+		// The victim back at its name, a stale socket at the path.
+		if st, err := os.Lstat(victim); err != nil || st.Mode().Type() != 0 {
+			unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, victim, unix.RENAME_EXCHANGE)
+		}
+		os.Remove(path)
+		stale(t, path)
+
+		swap <- true
+		s, err := sockfile.Listen(path)
+		swap <- false
+		<-swap
+
+		if deleted() {
+			t.Fatalf("iteration %d: the file exchanged in at the path was deleted (Listen: %v)", i, err)
+		}
+		if err == nil {
+			removed++
+			s.Close() // no swapper now: removes our socket if it is at the path
+		}
+		// Tidy for the next round: our socket may have been exchanged to the victim's name.
+		for _, p := range []string{path, victim} {
+			if st, err := os.Lstat(p); err == nil && st.Mode().Type() == fs.ModeSocket {
+				os.Remove(p)
+			}
+		}
+		if _, err := os.Lstat(victim); err != nil {
+			if err := os.Rename(path, victim); err != nil {
+				t.Fatalf("iteration %d: cannot put the victim back: %v", i, err)
+			}
+		}
+	}
+	if removed == 0 {
+		t.Fatal("no stale socket was ever taken over: the race was never run")
+	}
+	t.Logf("%d of %d rounds took over the stale socket while the path was being exchanged", removed, iterations)
+}
+
+func TestListenErrorKinds(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.sock")
+	ln, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(dir, "dir"), 0o755)
+	os.Symlink(file, filepath.Join(dir, "link"))
+	held, err := sockfile.Listen(filepath.Join(dir, "held.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+
+	cases := []struct {
+		path, kind, fix string
+	}{
+		{live, sockfile.KindInUse, "second copy"},
+		{filepath.Join(dir, "held.sock"), sockfile.KindInUse, "second copy"},
+		{file, sockfile.KindNotSocket, "remove or move it"},
+		{filepath.Join(dir, "dir"), sockfile.KindNotSocket, "remove or move it"},
+		{filepath.Join(dir, "link"), sockfile.KindNotSocket, "remove or move it"},
+		{filepath.Join(dir, "missing", "x.sock"), sockfile.KindMissingDirectory, "mount the directory"},
+		{filepath.Join(file, "x.sock"), sockfile.KindMissingDirectory, "mount the directory"},
+	}
+	if os.Geteuid() == 0 {
+		// Root ignores mode bits: a read-only mount is what refuses it.
+		ro := filepath.Join(dir, "ro")
+		os.Mkdir(ro, 0o755)
+		if err := unix.Mount("tmpfs", ro, "tmpfs", unix.MS_RDONLY, ""); err != nil {
+			t.Fatalf("mount a read-only tmpfs: %v", err)
+		}
+		defer unix.Unmount(ro, unix.MNT_DETACH)
+		cases = append(cases, struct{ path, kind, fix string }{filepath.Join(ro, "x.sock"), sockfile.KindPermission, "without readOnly"})
+	} else {
+		t.Log("not root: the permission case is not run")
+	}
+	for _, c := range cases {
+		s, err := sockfile.Listen(c.path)
+		if err == nil {
+			s.Close()
+			t.Errorf("Listen(%s) succeeded, want %s", c.path, c.kind)
+			continue
+		}
+		var k interface{ ListenErrorKind() string }
+		if !errors.As(err, &k) || k.ListenErrorKind() != c.kind {
+			t.Errorf("Listen(%s) = %v, want kind %s", c.path, err, c.kind)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.path) || !strings.Contains(msg, c.fix) {
+			t.Errorf("Listen(%s) error %q does not name the path and the fix (%q)", c.path, msg, c.fix)
+		}
+	}
+	if st, err := os.Lstat(file); err != nil || st.Mode().Type() != 0 {
+		t.Errorf("the regular file was touched: %v", err)
+	}
+	if c, err := net.Dial("unix", live); err != nil {
+		t.Errorf("the live socket no longer answers: %v", err)
+	} else {
+		c.Close()
+	}
+}
