@@ -232,6 +232,12 @@ func TestDriverOutageLogged(t *testing.T) {
 	stop() // exits: its socket goes
 	down(2)
 	serveNamedDriver(t, e.driverSock, d)
+	// The first GetPluginInfo after the Create event may find the driver not
+	// serving yet: the recheck backs off on the fake clock, so move it.
+	eventually(t, "the recheck after the restart", func() bool {
+		clk.Advance(time.Second)
+		return strings.Count(logs.String(), "driver answers again") == 2
+	})
 	up(2)
 	if m := metric(r); !strings.Contains(m, "csi_registrar_driver_reachable 1") {
 		t.Errorf("driver_reachable not 1 after the driver came back:\n%s", m)
