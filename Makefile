@@ -30,8 +30,7 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 	$(GO) tool staticcheck ./...   # honnef.co/go/tools, pinned in go.mod's tool block
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) test -count=1 ./...
-	$(GO) test -race -count=1 ./registrar/...   # the concurrent part: control loop, gRPC and HTTP handlers
+	$(GO) test -race -count=1 ./...   # every package: the control loop, gRPC and HTTP handlers, the processes
 
 test-fuzz: ## run the fuzz targets for a while (FUZZTIME=30s each)
 	$(GO) test ./registrar -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)

@@ -88,9 +88,7 @@ func Example() {
 
 // exampleWaitUntil polls cond for up to 10 s.
 func exampleWaitUntil(cond func() bool) {
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			log.Fatal("timed out")
-		}
+	if !poll(5*time.Millisecond, 10*time.Second, cond) {
+		log.Fatal("timed out")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -140,8 +141,23 @@ func startStubDriver(t *testing.T, e env, name string) running {
 	return start(t, d.Run)
 }
 
-// startRegistrar creates and runs a registrar for e with opts adjusted.
+// startRegistrar creates and runs a registrar for e with opts adjusted, on
+// the real clock.
 func startRegistrar(t *testing.T, e env, logs io.Writer, adjust func(*registrar.Options)) (*registrar.Registrar, running) {
+	t.Helper()
+	return startRegistrarOn(t, nil, e, logs, adjust)
+}
+
+// startRegistrarOn is startRegistrar with the control loop on clk (the real
+// clock if nil).
+func startRegistrarOn(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer, adjust func(*registrar.Options)) (*registrar.Registrar, running) {
+	t.Helper()
+	r := newRegistrar(t, clk, e, logs, adjust)
+	return r, start(t, r.Run)
+}
+
+// newRegistrar creates (does not run) a registrar for e.
+func newRegistrar(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer, adjust func(*registrar.Options)) *registrar.Registrar {
 	t.Helper()
 	opts := registrar.Options{
 		CSIAddress:              e.driverSock,
@@ -156,19 +172,41 @@ func startRegistrar(t *testing.T, e env, logs io.Writer, adjust func(*registrar.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, start(t, r.Run)
+	if clk != nil {
+		r.UseClock(clk)
+	}
+	return r
 }
 
-// eventually waits until cond holds, failing with what after patience.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually waits until cond holds, looking every 5 ms, failing with what
+// after patience.
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", patience, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll(5*time.Millisecond, patience, cond) {
+		t.Fatalf("timed out after %s waiting for %s", patience, what)
 	}
+}
+
+// poll looks at cond every interval until it holds (true) or timeout passed
+// (false).
+func poll(interval, timeout time.Duration, cond func() bool) bool {
+	deadline := time.After(timeout)
+	look := time.NewTicker(interval)
+	defer look.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			return false
+		case <-look.C:
+		}
+	}
+	return true
+}
+
+// metric returns the /metrics body.
+func metric(r *registrar.Registrar) string {
+	_, m := get(r, "/metrics")
+	return m
 }
 
 func isSocket(path string) bool {
@@ -247,4 +285,33 @@ func serveNamedDriver(t *testing.T, path string, d *namedDriver) (stop func()) {
 	stop = func() { once.Do(func() { srv.Stop(); <-done; os.Remove(path) }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// clocked is a registrar on a fake clock, with the reference driver, whose
+// registration socket answers.
+type clocked struct {
+	e    env
+	r    *registrar.Registrar
+	clk  *registrar.FakeClock
+	sock string
+	logs *logBuffer
+}
+
+func startClocked(t *testing.T, adjust func(*registrar.Options)) clocked {
+	t.Helper()
+	c := clocked{e: newEnv(t), clk: registrar.NewFakeClock(), logs: &logBuffer{}}
+	startStubDriver(t, c.e, stubName)
+	c.r, _ = startRegistrarOn(t, c.clk, c.e, c.logs, adjust)
+	c.sock = c.e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(c.sock) })
+	return c
+}
+
+// registerNow registers as the kubelet does and waits for the stage.
+func registerNow(t *testing.T, r *registrar.Registrar, sock string) {
+	t.Helper()
+	if reg, err := registrartest.Register(context.Background(), sock); err != nil || reg.Err != nil {
+		t.Fatal(err, reg)
+	}
+	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
 }

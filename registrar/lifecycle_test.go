@@ -2,8 +2,11 @@ package registrar_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +20,23 @@ import (
 // and registers once the driver's socket appears.
 func TestDriverWaitIsEventDriven(t *testing.T) {
 	e := newEnv(t)
-	r, _ := startRegistrar(t, e, nil, nil)
+	var logs logBuffer
+	clk := registrar.NewFakeClock()
+	r, _ := startRegistrarOn(t, clk, e, &logs, nil)
 	eventually(t, "waiting for driver", func() bool { return r.Status().Stage == registrar.StageWaitingForDriver })
-	// With no socket and no file event the wait must not wake up: a polling
-	// loop would have looked many times during this second.
-	time.Sleep(time.Second)
-	if n := r.DriverChecks(); n != 1 {
+	// With no socket and no file event the wait must not wake up until the
+	// reconcile period: a polling loop would have looked many times in the
+	// 29 s that pass here (the progress log line comes every 10 s).
+	const look = "looking at the driver socket"
+	clk.WaitForTimer(t, registrar.ReconcilePeriod, patience)
+	clk.Advance(registrar.ReconcilePeriod - time.Second)
+	eventually(t, "a progress line", func() bool { return strings.Contains(logs.String(), "still waiting for the CSI driver") })
+	if n := strings.Count(logs.String(), look); n != 1 {
 		t.Fatalf("the driver wait looked at the socket %d times without any file event, want 1", n)
 	}
+	// The reconcile period: one more look, for an event the watcher lost.
+	clk.Advance(time.Second)
+	eventually(t, "a look at the reconcile period", func() bool { return strings.Count(logs.String(), look) == 2 })
 	if code, body := get(r, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz while waiting for the driver = %d %q, want 200", code, body)
 	}
@@ -39,15 +51,21 @@ func TestDriverWaitIsEventDriven(t *testing.T) {
 // address and the time waited.
 func TestConnectionTimeout(t *testing.T) {
 	e := newEnv(t)
-	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: "/k/csi.sock",
-		PluginRegistrationPath: e.regDir, ConnectionTimeout: registrar.MinConnectionTimeout, Logger: testLogger(t, nil)})
-	if err != nil {
-		t.Fatal(err)
+	clk := registrar.NewFakeClock()
+	r, run := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.ConnectionTimeout = registrar.MinConnectionTimeout })
+	clk.Fire(t, registrar.MinConnectionTimeout, patience)
+	select {
+	case <-run.done:
+	case <-time.After(patience):
+		t.Fatal("Run did not end at the connection timeout")
 	}
-	err = r.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), e.driverSock) || !strings.Contains(err.Error(), "waited") ||
-		!strings.Contains(err.Error(), "--connection-timeout=1s") {
-		t.Fatalf("Run = %v, want an error naming %s, the timeout and the time waited", err, e.driverSock)
+	err := *run.err
+	if err == nil || !strings.Contains(err.Error(), e.driverSock) || !strings.Contains(err.Error(), "waited 1s") ||
+		!strings.Contains(err.Error(), "Options.ConnectionTimeout=1s") {
+		t.Fatalf("Run = %v, want an error naming %s, the option and the time waited", err, e.driverSock)
+	}
+	if st := r.Status(); st.Stage != registrar.StageStopped || !strings.Contains(st.Detail, "did not answer") {
+		t.Errorf("status after Run = %q, want stopped with the error", st)
 	}
 }
 
@@ -88,17 +106,25 @@ func TestDriverNameWaitsForProbe(t *testing.T) {
 	}
 }
 
-// Behaviour 5: a deleted registration socket is re-created.
+// Behaviour 5: a deleted registration socket is re-created, and the log
+// says it was gone (not "not ours, left in place").
 func TestDeletedSocketRecreated(t *testing.T) {
 	e := newEnv(t)
+	var logs logBuffer
 	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, nil)
+	r, _ := startRegistrar(t, e, &logs, nil)
 	sock := e.regSock(stubName)
 	eventually(t, "registration socket", func() bool { return answers(sock) })
 	os.Remove(sock)
-	eventually(t, "socket re-created", func() bool { return answers(sock) })
-	if _, m := get(r, "/metrics"); !strings.Contains(m, `csi_registrar_socket_creations_total{reason="deleted"} 1`) {
-		t.Errorf("metrics do not count the re-creation:\n%s", m)
+	eventually(t, "socket re-created", func() bool {
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(sock)
+	})
+	l := logs.String()
+	if !strings.Contains(l, "registration socket was deleted; re-creating it") || !strings.Contains(l, "outcome=gone") {
+		t.Errorf("the log does not say the socket was gone and re-created:\n%s", l)
+	}
+	if strings.Contains(l, "outcome=kept") || strings.Contains(l, "not ours") {
+		t.Errorf("the log says a deleted socket was somebody else's file, left in place:\n%s", l)
 	}
 	if _, err := registrartest.Register(context.Background(), sock); err != nil {
 		t.Fatal(err)
@@ -108,64 +134,75 @@ func TestDeletedSocketRecreated(t *testing.T) {
 
 // Behaviour 5 with rule 3: a socket replaced by another live socket is not fought over.
 func TestReplacedSocketNotFought(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.RegistrationRetryMax = registrar.MinRegistrationRetryMax })
-	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
-	// Another registrar takes the path: remove + listen, as a second copy would.
+	c := startClocked(t, func(o *registrar.Options) { o.RegistrationRetryMax = registrar.MinRegistrationRetryMax })
+	r, clk, sock, logs, e := c.r, c.clk, c.sock, c.logs, c.e
 	if other, err := sockfile.Listen(sock); err == nil {
 		other.Close()
 		t.Fatal("Listen on a live socket succeeded, want a conflict")
 	}
-	os.Remove(sock)
-	other, err := sockfile.Listen(sock)
+	// Another process's live socket takes the path in one step (made beside
+	// it, renamed over it), so the registrar cannot re-create its own first.
+	tmp := filepath.Join(e.regDir, ".other.sock")
+	other, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
-		t.Skipf("the registrar re-created its socket first (%v); nothing to fight over", err)
+		t.Fatal(err)
 	}
+	other.SetUnlinkOnClose(false)
 	defer other.Close()
 	go func() {
 		for {
-			c, err := other.Listener().Accept()
+			c, err := other.Accept()
 			if err != nil {
 				return
 			}
 			c.Close()
 		}
 	}()
+	if err := os.Rename(tmp, sock); err != nil {
+		t.Fatal(err)
+	}
+	theirs := inode(t, sock)
 	eventually(t, "conflict", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
-	time.Sleep(2500 * time.Millisecond) // two backoff rounds (1 s cap)
-	if !other.Owned() {
-		t.Fatal("the registrar replaced another process's live socket")
+	// Several retry rounds (1 s cap), each one a conflict again.
+	for round := 2; round <= 5; round++ {
+		clk.Fire(t, registrar.MinRegistrationRetryMax, patience)
+		eventually(t, fmt.Sprintf("conflict number %d", round), func() bool { return strings.Count(logs.String(), "outcome=conflict") >= round })
+		if !answers(sock) || inode(t, sock) != theirs {
+			t.Fatalf("round %d: the registrar replaced another process's live socket", round)
+		}
+	}
+	if st := r.Status(); st.Stage != registrar.StageSocketConflict {
+		t.Fatalf("stage %q, want socket conflict", st)
 	}
 }
 
 // Behaviour 6: after Notify(false) the socket is re-created with a doubling
 // backoff so that the kubelet tries again; success resets the backoff.
 func TestRejectionRecreatesSocket(t *testing.T) {
-	e := newEnv(t)
-	var logs logBuffer
-	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, &logs, nil)
-	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	c := startClocked(t, nil)
+	r, clk, sock, logs := c.r, c.clk, c.sock, c.logs
 	ctx := context.Background()
 
-	reject := func(n int, wantRetry string) {
+	// A kubelet before 1.36: it never calls GetInfo again on a rejected socket.
+	reject := func(n int, wantRetry time.Duration) {
 		t.Helper()
-		if err := registrartest.NotifySocket(ctx, sock, false, "test rejection"); err != nil {
+		if err := registrartest.Reject(ctx, sock, "test rejection"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "retry "+wantRetry+" logged", func() bool {
+		eventually(t, "retry "+wantRetry.String()+" logged", func() bool {
 			return strings.Count(logs.String(), "kubelet rejected the registration") == n &&
-				strings.Contains(lastLine(logs.String(), "kubelet rejected the registration"), "retryIn="+wantRetry)
+				strings.Contains(lastLine(logs.String(), "kubelet rejected the registration"), "retryIn="+wantRetry.String())
 		})
+		clk.Fire(t, wantRetry, patience)
 		eventually(t, "socket re-created after the rejection", func() bool {
 			return r.Status().Stage == registrar.StageWaitingForKubelet && answers(sock)
 		})
 	}
-	reject(1, "1s")
-	reject(2, "2s")
+	reject(1, 3*time.Second) // the backoff's 1 s, at least kubeletRetryProbe while the kubelet's kind is unknown
+	if k := r.Status().KubeletRetry; k != registrar.KubeletRetryNever {
+		t.Errorf("kubelet retry inferred %v after a re-creation no GetInfo preceded, want never", k)
+	}
+	reject(2, 2*time.Second)
 	if _, m := get(r, "/metrics"); !strings.Contains(m, `csi_registrar_socket_creations_total{reason="rejected"} 2`) {
 		t.Errorf("metrics do not count two re-creations after rejections:\n%s", m)
 	}
@@ -173,7 +210,13 @@ func TestRejectionRecreatesSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
-	reject(3, "1s") // reset after success
+	reject(3, time.Second) // reset after success
+	if n := strings.Count(logs.String(), "kubelet did not retry on the same socket"); n != 1 {
+		t.Errorf("the inferred kubelet behaviour was logged %d times, want once", n)
+	}
+	if m := metric(r); !strings.Contains(m, `csi_registrar_kubelet_retry{mode="never"} 1`) {
+		t.Errorf("metrics do not show the inferred kubelet behaviour:\n%s", m)
+	}
 }
 
 func lastLine(s, containing string) string {
@@ -190,14 +233,15 @@ func lastLine(s, containing string) string {
 func TestKubeletSilenceRecreatesSocket(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletWait = registrar.MinKubeletWait })
-	// KubeletWait cannot be shorter than MinKubeletWait: wait that long first.
-	for deadline := time.Now().Add(registrar.MinKubeletWait); time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-	}
+	clk := registrar.NewFakeClock()
+	r, _ := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.KubeletWait = registrar.MinKubeletWait })
+	// (The driver wait's progress timer has the same 10 s: wait for the socket.)
+	eventually(t, "socket", func() bool { return r.Status().Stage == registrar.StageWaitingForKubelet })
+	clk.Fire(t, registrar.MinKubeletWait, patience)
+	eventually(t, "silence noticed", func() bool { return strings.Contains(r.Status().Detail, "no GetInfo from the kubelet for 10s") })
+	clk.Fire(t, time.Second, patience)
 	eventually(t, "a re-creation for kubelet silence", func() bool {
-		_, m := get(r, "/metrics")
-		return strings.Contains(m, `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`)
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`)
 	})
 	// A GetInfo stops the clock: no further silent re-creation.
 	sock := e.regSock(stubName)
@@ -206,9 +250,12 @@ func TestKubeletSilenceRecreatesSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
-	time.Sleep(500 * time.Millisecond)
-	if r.Status().Stage != registrar.StageRegistered {
-		t.Fatalf("stage %s after registration, want it to stay registered", r.Status())
+	clk.Advance(time.Hour)
+	// A reconcile tick is the only timer left; once it ran, nothing changed.
+	clk.WaitForTimer(t, registrar.ReconcilePeriod, patience)
+	if st := r.Status(); st.Stage != registrar.StageRegistered ||
+		strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="kubelet-silent"} 2`) {
+		t.Fatalf("stage %s after registration and an hour, want it to stay registered", st)
 	}
 }
 

@@ -29,13 +29,17 @@ type metrics struct {
 	getInfo         uint64
 	driverReachable bool
 	version         string // the build_info label; set once by newMetrics
+	kubeletRetry    KubeletRetry
 }
 
 // socketCreationReasons are the reasons the control loop passes to
 // addSocketCreation. Every one is listed from the start, at 0, so that a
 // rate() or increase() over a reason starts at the first scrape, not at the
 // first event. A reason not listed here is still counted, from its first use.
-var socketCreationReasons = []string{"start", "deleted", "rejected", "kubelet-silent", "conflict"}
+var socketCreationReasons = []string{
+	"start", "deleted", "rejected", "kubelet-silent", "no-notify", "unresponsive", // state.go
+	"conflict", "not-a-socket", "permission", "missing-directory", "listen-error", // socketfault.go
+}
 
 // The series, as /metrics names them.
 const (
@@ -45,6 +49,7 @@ const (
 	metricGetInfoCalls      = "csi_registrar_getinfo_calls_total"
 	metricDriverReachable   = "csi_registrar_driver_reachable"
 	metricBuildInfo         = "csi_registrar_build_info"
+	metricKubeletRetry      = "csi_registrar_kubelet_retry"
 
 	metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 )
@@ -62,6 +67,12 @@ func newMetrics(version string) *metrics {
 func (m *metrics) setReachable(ok bool) {
 	m.mu.Lock()
 	m.driverReachable = ok
+	m.mu.Unlock()
+}
+
+func (m *metrics) setKubeletRetry(k KubeletRetry) {
+	m.mu.Lock()
+	m.kubeletRetry = k
 	m.mu.Unlock()
 }
 
@@ -131,7 +142,7 @@ func buildVersion(v string) string {
 // text renders the registrar's series; stage is its current stage.
 func (m *metrics) text(stage Stage) string {
 	m.mu.Lock()
-	getInfo, reachable, registered, rejected := m.getInfo, m.driverReachable, m.registered, m.rejected
+	getInfo, reachable, registered, rejected, retry := m.getInfo, m.driverReachable, m.registered, m.rejected, m.kubeletRetry
 	creations := labelled(m.socketCreations)
 	m.mu.Unlock()
 
@@ -154,6 +165,11 @@ func (m *metrics) text(stage Stage) string {
 	sample(&b, metricGetInfoCalls, "", "", getInfo)
 	family(&b, metricDriverReachable, "gauge", "1 if the CSI driver answered its last Probe or GetPluginInfo, 0 otherwise.")
 	sample(&b, metricDriverReachable, "", "", boolValue(reachable))
+	family(&b, metricKubeletRetry, "gauge", "1 for what the registrar inferred about the kubelet's own retries after a rejection "+
+		"(unknown; never: kubelet < 1.36, the socket is re-created; itself: kubelet >= 1.36, the socket is kept), 0 for the others.")
+	for _, k := range allKubeletRetries {
+		sample(&b, metricKubeletRetry, "mode", k.String(), boolValue(k == retry))
+	}
 	return b.String()
 }
 

@@ -70,6 +70,7 @@ func ExampleRegistrar_WriteMetrics() {
 	// csi_registrar_driver_reachable
 	// csi_registrar_getinfo_calls_total
 	// csi_registrar_kubelet_notifications_total
+	// csi_registrar_kubelet_retry
 	// csi_registrar_registration_stage
 	// csi_registrar_socket_creations_total
 	// mydriver_volumes_published_total

@@ -84,6 +84,7 @@ func TestMetricsExposition(t *testing.T) {
 	m.addSocketCreation("rejected")
 	const odd = "a \"quoted\" \\ reason\nwith a newline"
 	m.addSocketCreation(odd)
+	m.setKubeletRetry(KubeletRetryItself)
 
 	families, body := scrape(t, m, StageRejected)
 	checks := []struct {
@@ -103,6 +104,9 @@ func TestMetricsExposition(t *testing.T) {
 		{"csi_registrar_socket_creations_total", dto.MetricType_COUNTER, "reason", labelValue(odd), 1},
 		{"csi_registrar_getinfo_calls_total", dto.MetricType_COUNTER, "", "", 2},
 		{"csi_registrar_driver_reachable", dto.MetricType_GAUGE, "", "", 1},
+		{"csi_registrar_kubelet_retry", dto.MetricType_GAUGE, "mode", "itself", 1},
+		{"csi_registrar_kubelet_retry", dto.MetricType_GAUGE, "mode", "never", 0},
+		{"csi_registrar_kubelet_retry", dto.MetricType_GAUGE, "mode", "unknown", 0},
 	}
 	for _, c := range checks {
 		if got := value(t, families, body, c.name, c.typ, c.label, c.value); got != c.want {
@@ -112,9 +116,9 @@ func TestMetricsExposition(t *testing.T) {
 	if n := len(families["csi_registrar_registration_stage"].GetMetric()); n != len(allStages) {
 		t.Errorf("registration_stage has %d samples, want one per stage (%d)", n, len(allStages))
 	}
-	// 6 csi_registrar_* families, 4 process_*, go_goroutines.
-	if len(families) != 11 {
-		t.Errorf("%d families, want 11:\n%s", len(families), body)
+	// 7 csi_registrar_* families, 4 process_*, go_goroutines.
+	if len(families) != 12 {
+		t.Errorf("%d families, want 12:\n%s", len(families), body)
 	}
 }
 

@@ -44,9 +44,7 @@ func benchSetup(b *testing.B) (driverSock, regDir string) {
 		b.Fatal(err)
 	}
 	benchRun(b, drv.Run)
-	for !isSocket(driverSock) {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(b, "the driver socket", func() bool { return isSocket(driverSock) })
 	return driverSock, regDir
 }
 
@@ -89,12 +87,8 @@ func answersGetInfo(path string) bool {
 
 // waitAnswering spins until the registration socket answers GetInfo.
 func waitAnswering(b *testing.B, path string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for !answersGetInfo(path) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%s does not answer GetInfo", path)
-		}
-		time.Sleep(50 * time.Microsecond)
+	if !poll(50*time.Microsecond, patience, func() bool { return answersGetInfo(path) }) {
+		b.Fatalf("%s does not answer GetInfo", path)
 	}
 }
 

@@ -115,7 +115,7 @@ func TestExitKeepsReplacedFile(t *testing.T) {
 	if err := os.Rename(tmp, sock); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "conflict noticed", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
+	eventually(t, "the file noticed", func() bool { return r.Status().Stage == registrar.StageSocketNotASocket })
 	run.stop(t)
 	if b, err := os.ReadFile(sock); err != nil || string(b) != "not yours" {
 		t.Fatalf("the file put at the path was touched: %q, %v", b, err)
@@ -207,7 +207,7 @@ func TestNonSocketRefused(t *testing.T) {
 			before, _ := os.Lstat(sock)
 			startStubDriver(t, e, stubName)
 			r, run := startRegistrar(t, e, nil, nil)
-			eventually(t, "socket conflict", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
+			eventually(t, "not a socket", func() bool { return r.Status().Stage == registrar.StageSocketNotASocket })
 			if !strings.Contains(r.Status().Detail, "not a socket") {
 				t.Errorf("status detail %q does not say it is not a socket", r.Status().Detail)
 			}

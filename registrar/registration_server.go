@@ -64,8 +64,10 @@ func fromDoctor(ctx context.Context) bool {
 
 // GetInfo is called by the kubelet's plugin watcher (with a 1 s deadline).
 func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
-	if fromDoctor(ctx) {
-		return s.info(), nil // answered, not counted, not signalled
+	// Neither `csi-registrar doctor` nor the control loop's own reconcile is
+	// the kubelet: answered, not counted, not signalled.
+	if fromDoctor(ctx) || isSelfCheck(ctx) {
+		return s.info(), nil
 	}
 	s.mu.Lock()
 	s.getInfos++

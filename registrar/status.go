@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Stage is where the registrar is in its lifecycle.
+// Stage is where the registrar is in its lifecycle. The control loop's
+// transitions between stages are listed in state.go.
 type Stage int
 
 const (
@@ -13,20 +14,36 @@ const (
 	StageStarting Stage = iota
 	// StageWaitingForDriver: the driver socket is absent or does not answer.
 	StageWaitingForDriver
-	// StageSocketConflict: the registration socket path is taken by something
-	// this process must not remove; it retries with backoff.
+	// StageSocketConflict: another live process serves a socket at the
+	// registration path; it is left alone and the path is retried with backoff.
 	StageSocketConflict
+	// StageSocketNotASocket: a file that is not a socket (regular file,
+	// directory, symbolic link …) is at the registration path; left alone, retried.
+	StageSocketNotASocket
+	// StageSocketPermissionDenied: this process may not create the socket in
+	// the registration directory; retried.
+	StageSocketPermissionDenied
+	// StageSocketDirectoryMissing: the registration directory does not exist
+	// (the kubelet's plugins_registry is not mounted there); retried.
+	StageSocketDirectoryMissing
+	// StageSocketError: the socket could not be created for another reason; retried.
+	StageSocketError
 	// StageWaitingForKubelet: the registration socket is served, the kubelet
 	// has not confirmed registration yet.
 	StageWaitingForKubelet
 	// StageRejected: the kubelet reported a failed registration; the socket is
-	// re-created after a backoff so that the kubelet tries again.
+	// re-created after a backoff so that the kubelet tries again, or kept when
+	// the kubelet retries by itself.
 	StageRejected
 	// StageRegistered: the kubelet confirmed registration on the current socket.
 	StageRegistered
+	// StageStopped: Run has returned.
+	StageStopped
 )
 
-var allStages = []Stage{StageStarting, StageWaitingForDriver, StageSocketConflict, StageWaitingForKubelet, StageRejected, StageRegistered}
+var allStages = []Stage{StageStarting, StageWaitingForDriver, StageSocketConflict, StageSocketNotASocket,
+	StageSocketPermissionDenied, StageSocketDirectoryMissing, StageSocketError, StageWaitingForKubelet,
+	StageRejected, StageRegistered, StageStopped}
 
 func (s Stage) String() string {
 	switch s {
@@ -36,12 +53,51 @@ func (s Stage) String() string {
 		return "waiting for driver"
 	case StageSocketConflict:
 		return "socket conflict"
+	case StageSocketNotASocket:
+		return "socket path is not a socket"
+	case StageSocketPermissionDenied:
+		return "socket permission denied"
+	case StageSocketDirectoryMissing:
+		return "registration directory missing"
+	case StageSocketError:
+		return "socket error"
 	case StageWaitingForKubelet:
 		return "waiting for kubelet"
 	case StageRejected:
 		return "kubelet rejected"
 	case StageRegistered:
 		return "registered"
+	case StageStopped:
+		return "stopped"
+	}
+	return "unknown"
+}
+
+// KubeletRetry is what the registrar inferred about the kubelet's handling of
+// a failed registration, from what the kubelet did on the socket. Kubelets
+// before 1.36 never retry; from 1.36 (kubernetes/kubernetes PR #133335) the
+// kubelet retries GetInfo on the same socket with a backoff of its own.
+type KubeletRetry int
+
+const (
+	// KubeletRetryUnknown: no rejection observed yet.
+	KubeletRetryUnknown KubeletRetry = iota
+	// KubeletRetryNever: after a rejection the kubelet did not call GetInfo
+	// again before the registrar re-created its socket (kubelet < 1.36).
+	KubeletRetryNever
+	// KubeletRetryItself: after a rejection the kubelet called GetInfo again
+	// on the same socket (kubelet ≥ 1.36). Kept for the life of the process.
+	KubeletRetryItself
+)
+
+var allKubeletRetries = []KubeletRetry{KubeletRetryUnknown, KubeletRetryNever, KubeletRetryItself}
+
+func (k KubeletRetry) String() string {
+	switch k {
+	case KubeletRetryNever:
+		return "never"
+	case KubeletRetryItself:
+		return "itself"
 	}
 	return "unknown"
 }
@@ -53,6 +109,9 @@ type Status struct {
 	DriverName string
 	SocketPath string
 	Since      time.Time // when Stage was entered
+	// KubeletRetry is what the registrar inferred about the kubelet's own
+	// retries; it decides whether a rejection re-creates the socket.
+	KubeletRetry KubeletRetry
 }
 
 // String is the one-line form /readyz prints, e.g. "kubelet rejected: <error>".

@@ -23,13 +23,19 @@ func (b *backoff) next() time.Duration {
 
 func (b *backoff) reset() { b.cur = 0 }
 
-// alarm is a one-shot timer whose channel is nil while it is not armed, so it
-// can sit in a select unconditionally.
-type alarm struct{ t *time.Timer }
+// alarm is a one-shot timer on a clock whose channel is nil while it is not
+// armed, so it can sit in a select unconditionally.
+type alarm struct {
+	clk clock
+	t   timer
+}
 
+func newAlarm(clk clock) alarm { return alarm{clk: clk} }
+
+// set arms the alarm d from now, replacing any earlier setting.
 func (a *alarm) set(d time.Duration) {
 	a.stop()
-	a.t = time.NewTimer(d)
+	a.t = a.clk.NewTimer(d)
 }
 
 func (a *alarm) stop() {
@@ -39,9 +45,12 @@ func (a *alarm) stop() {
 	}
 }
 
+// armed reports whether the alarm is set and has not been consumed.
+func (a *alarm) armed() bool { return a.t != nil }
+
 func (a *alarm) c() <-chan time.Time {
 	if a.t == nil {
 		return nil
 	}
-	return a.t.C
+	return a.t.C()
 }

@@ -30,7 +30,7 @@ func registrationFlags() []cli.Flag {
 			EnvVars: env("plugin-registration-path"), Category: registrationCategory,
 			Usage: "the directory where the kubelet's plugins_registry is mounted"},
 		&cli.DurationFlag{Name: "kubelet-wait", Value: registrar.DefaultKubeletWait, EnvVars: env("kubelet-wait"), Category: registrationCategory,
-			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it for this long"},
+			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it, or not sent NotifyRegistrationStatus after GetInfo, for this long"},
 		&cli.DurationFlag{Name: "registration-retry-max", Value: registrar.DefaultRegistrationRetryMax,
 			EnvVars: env("registration-retry-max"), Category: registrationCategory,
 			Usage: "cap of the backoff (1s doubling) between socket re-creations after a kubelet rejection, silence or conflict"},

@@ -154,7 +154,8 @@ func TestExecDriverRegistersItself(t *testing.T) {
 	}
 	d := startProc(t, binary, "driver", "--endpoint=unix://"+sock, "--driver-name="+testDriver, "--node-id="+testNodeID,
 		"--register", "--kubelet-registration-path="+sock, "--plugin-registration-path="+regDir, "-v=2")
-	waitFor(t, "the registration socket", func() bool { return isSocket(regSock) })
+	// Listening, not only there: the file appears at bind, before listen.
+	waitFor(t, "the registration socket", func() bool { return listening(regSock) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

@@ -175,6 +175,16 @@ func isSocket(p string) bool {
 	return err == nil && st.Mode().Type() == fs.ModeSocket
 }
 
+// listening reports whether a unix socket accepts connections.
+func listening(p string) bool {
+	c, err := net.Dial("unix", p)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 func inode(t *testing.T, p string) uint64 {
 	t.Helper()
 	st, err := os.Lstat(p)
@@ -440,7 +450,7 @@ func TestExecRegularFileConflict(t *testing.T) {
 	}
 	ino := inode(t, f.regSock)
 	r := f.startRegistrar(t)
-	r.waitLog(t, 1, "registration socket not created", "driver="+testDriver, "socket="+f.regSock, "outcome=conflict", "regular file")
+	r.waitLog(t, 1, "registration socket not created", "driver="+testDriver, "socket="+f.regSock, "outcome=not-a-socket", "regular file")
 	r.signal(t, syscall.SIGTERM)
 	if code := r.wait(t); code != 0 {
 		t.Errorf("exit code %d, want 0", code)

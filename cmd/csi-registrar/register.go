@@ -64,7 +64,7 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 		&cli.DurationFlag{Name: "connection-timeout", EnvVars: env("connection-timeout"),
 			Usage: "how long to wait for the driver at start before exiting with an error; 0 waits forever (a no-op upstream)"},
 		&cli.DurationFlag{Name: "kubelet-wait", Value: registrar.DefaultKubeletWait, EnvVars: env("kubelet-wait"),
-			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it for this long"},
+			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it, or not sent NotifyRegistrationStatus after GetInfo, for this long"},
 		&cli.DurationFlag{Name: "registration-retry-max", Value: registrar.DefaultRegistrationRetryMax, EnvVars: env("registration-retry-max"),
 			Usage: "cap of the backoff (1s doubling) between socket re-creations after a kubelet rejection, silence or conflict"},
 		&cli.StringFlag{Name: "http-endpoint", EnvVars: env("http-endpoint"),

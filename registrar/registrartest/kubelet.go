@@ -65,6 +65,24 @@ func Register(ctx context.Context, socketPath string) (*Registration, error) {
 	return reg, nil
 }
 
+// Reject acts as a kubelet whose RegisterPlugin failed: on one connection,
+// GetInfo, then NotifyRegistrationStatus{PluginRegistered: false, Error:
+// reason}. A kubelet before 1.36 does this once per socket; from 1.36 it
+// does it again on the same socket after its own backoff (500 ms doubling to
+// about 2 min) until it succeeds: call Reject again to play that kubelet.
+func Reject(ctx context.Context, socketPath, reason string) error {
+	conn, err := dial(socketPath)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := registerapi.NewRegistrationClient(conn)
+	if _, err := GetInfo(ctx, client); err != nil {
+		return err
+	}
+	return Notify(ctx, client, &registerapi.RegistrationStatus{PluginRegistered: false, Error: reason})
+}
+
 // GetInfo calls GetInfo with the kubelet's 1 s deadline.
 func GetInfo(ctx context.Context, client registerapi.RegistrationClient) (*registerapi.PluginInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, GetInfoTimeout)

@@ -1,0 +1,103 @@
+package registrar
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock that moves only when a test advances it, so that a
+// test drives the control loop's timers (backoffs, KubeletWait, the
+// reconcile tick) without sleeping. Timers fire on Advance, as time.Timer
+// does, into a channel of capacity 1.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	timers  map[*fakeTimer]struct{} // armed, not fired, not stopped
+	changed chan struct{}           // closed and replaced when a timer is armed
+}
+
+type fakeTimer struct {
+	clk *fakeClock
+	at  time.Time
+	d   time.Duration
+	c   chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), timers: map[*fakeTimer]struct{}{},
+		changed: make(chan struct{})}
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) NewTimer(d time.Duration) timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := &fakeTimer{clk: f, at: f.now.Add(d), d: d, c: make(chan time.Time, 1)}
+	if d <= 0 {
+		t.c <- f.now
+		return t
+	}
+	f.timers[t] = struct{}{}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return t
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Stop() {
+	t.clk.mu.Lock()
+	defer t.clk.mu.Unlock()
+	delete(t.clk.timers, t)
+}
+
+// Advance moves the clock by d and fires every timer that is due.
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	for t := range f.timers {
+		if !t.at.After(f.now) {
+			delete(f.timers, t)
+			t.c <- t.at
+		}
+	}
+}
+
+// WaitForTimer waits (in real time, up to patience) until a timer of
+// duration d is armed, and returns how far it is from now.
+func (f *fakeClock) WaitForTimer(t testing.TB, d time.Duration, patience time.Duration) time.Duration {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		f.mu.Lock()
+		changed := f.changed
+		for tm := range f.timers {
+			if tm.d == d {
+				left := tm.at.Sub(f.now)
+				f.mu.Unlock()
+				return left
+			}
+		}
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("no timer of %s was armed within %s", d, patience)
+			return 0
+		}
+	}
+}
+
+// Fire waits until a timer of duration d is armed and advances the clock to
+// its deadline.
+func (f *fakeClock) Fire(t testing.TB, d time.Duration, patience time.Duration) {
+	t.Helper()
+	f.Advance(f.WaitForTimer(t, d, patience))
+}

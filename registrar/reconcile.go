@@ -1,0 +1,114 @@
+package registrar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+)
+
+// reconcile looks at what events would have reported and handles any
+// mismatch exactly as the missed event: our socket gone or replaced
+// (socketLost), our socket no longer served (a new socket), the driver
+// socket replaced (a restart: ask the name again), the driver not answering
+// Probe or answering again.
+//
+// "Served" is checked in the process (our gRPC server still runs on our
+// listener, whose file is still at the path) on the tick, and also through
+// the socket, with a GetInfo of our own (selfCheck), when deep: after a file
+// watcher error, when events were certainly lost. A GetInfo over a new
+// connection costs about 12 context switches, more than twice the wakeup
+// itself: on every tick it would break the idle wakeup budget (see
+// reconcilePeriod).
+func (s *session) reconcile(ctx context.Context, why string, deep bool) (renamed string, err error) {
+	s.log.Debug("reconciling", "why", why, "deep", deep)
+	if s.cur != nil {
+		if !s.cur.sock.Owned() {
+			s.log.Warn("reconcile: the registration socket is not ours any more; an event was missed", "why", why)
+			s.socketLost()
+		} else if err := s.served(ctx, deep); err != nil {
+			s.log.Error("registration socket does not answer GetInfo; re-creating it", "err", err, "outcome", "recreating")
+			s.create(reasonUnresponsive)
+		}
+	}
+	if s.recheck.armed() {
+		return "", nil // a recheck of the driver is under way
+	}
+	if id, err := identOf(s.r.driverPath); err == nil && id != s.driverID {
+		s.log.Info("reconcile: the driver socket is a new one; the driver restarted", "why", why, "outcome", "rechecking")
+		s.drv.ResetBackoff()
+		return s.onRecheckDue(ctx)
+	}
+	if err := s.drv.Probe(ctx); err != nil {
+		s.driverDown(err)
+		return "", nil
+	}
+	if !s.driverUp {
+		return s.onRecheckDue(ctx) // back: maybe under another name
+	}
+	return "", nil
+}
+
+// served reports whether our registration server still serves its socket:
+// its Serve loop runs and, when deep, a GetInfo through the socket answers.
+func (s *session) served(ctx context.Context, deep bool) error {
+	select {
+	case <-s.cur.serving.Done():
+		return errors.New("the gRPC server on the registration socket stopped")
+	default:
+	}
+	if !deep {
+		return nil
+	}
+	return selfCheck(ctx, s.path, s.name, s.r.opts.Timeout)
+}
+
+// selfCheckKey marks the reconcile's own GetInfo, which the registration
+// server answers without counting it as the kubelet's.
+const selfCheckKey = "csi-registrar-self-check"
+
+// isSelfCheck reports whether a GetInfo call is the reconcile's own.
+func isSelfCheck(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(selfCheckKey)) > 0
+}
+
+// selfCheck calls GetInfo on our own socket and checks the name.
+func selfCheck(ctx context.Context, path, name string, timeout time.Duration) error {
+	conn, err := dialUnix(path)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, selfCheckKey, "1"), timeout)
+	defer cancel()
+	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil {
+		return fmt.Errorf("GetInfo on %s: %w", path, err)
+	}
+	if info.GetName() != name {
+		return fmt.Errorf("GetInfo on %s answered the name %q, want %q", path, info.GetName(), name)
+	}
+	return nil
+}
+
+// fileIdent tells one file from another at the same path: what the driver
+// socket was when the driver last answered.
+type fileIdent struct{ dev, ino uint64 }
+
+func identOf(path string) (fileIdent, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileIdent{}, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileIdent{}, errors.New("no device and inode numbers")
+	}
+	return fileIdent{dev: uint64(sys.Dev), ino: sys.Ino}, nil
+}

@@ -1,0 +1,431 @@
+package registrar_test
+
+// Tests of the control loop's state machine (state.go) that need the fake
+// clock: the kubelet's two retry behaviours, a GetInfo never followed by a
+// Notify, the reconcile tick, watcher errors, driver outages, Run's lifecycle.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+)
+
+// Issue 12 item 4 (kubernetes/kubernetes#138170): the kubelet calls GetInfo
+// and hangs up without NotifyRegistrationStatus. After KubeletWait the
+// socket is re-created with the usual backoff; /readyz says what is awaited.
+func TestGetInfoWithoutNotifyRecreatesSocket(t *testing.T) {
+	c := startClocked(t, nil)
+	r, clk, sock := c.r, c.clk, c.sock
+	ctx := context.Background()
+	if _, err := registrartest.GetInfoSocket(ctx, sock); err != nil { // GetInfo, then hang up
+		t.Fatal(err)
+	}
+	eventually(t, "GetInfo noticed", func() bool {
+		_, body := get(r, "/readyz")
+		return strings.Contains(body, "waiting for kubelet: GetInfo answered, waiting for the kubelet's NotifyRegistrationStatus")
+	})
+	clk.Fire(t, registrar.DefaultKubeletWait, patience)
+	eventually(t, "/readyz naming the missing Notify", func() bool {
+		code, body := get(r, "/readyz")
+		return code == http.StatusServiceUnavailable &&
+			strings.Contains(body, "waiting for kubelet: GetInfo answered, no NotifyRegistrationStatus for 2m")
+	})
+	clk.Fire(t, time.Second, patience) // the first backoff step
+	eventually(t, "a new socket", func() bool {
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="no-notify"} 1`) &&
+			r.Status().Detail == "socket created, no GetInfo from the kubelet yet" && answers(sock)
+	})
+	registerNow(t, r, sock)
+}
+
+// Issue 12 item 3: a kubelet ≥ 1.36 retries a failed registration on the same
+// socket (500 ms, doubling), before the registrar's own re-creation (1 s):
+// the registrar infers it, logs it once, keeps the socket after later
+// rejections, and re-creates it only when that kubelet stays silent longer
+// than its maximum backoff plus margin.
+func TestKubeletThatRetriesKeepsSocket(t *testing.T) {
+	c := startClocked(t, nil)
+	r, clk, sock, logs := c.r, c.clk, c.sock, c.logs
+	ctx := context.Background()
+	const why = "node label topology.stub.csi.example.com/zone has another value"
+	rejections := 0
+	reject := func() {
+		t.Helper()
+		if err := registrartest.Reject(ctx, sock, why); err != nil {
+			t.Fatal(err)
+		}
+		rejections++
+		eventually(t, fmt.Sprintf("rejection %d handled", rejections), func() bool {
+			return strings.Count(logs.String(), "kubelet rejected the registration") == rejections
+		})
+	}
+	reject()
+	if k := r.Status().KubeletRetry; k != registrar.KubeletRetryUnknown {
+		t.Fatalf("kubelet retry %v after one rejection, want unknown", k)
+	}
+	// The kubelet's retry (its 500 ms) comes before the registrar's 1 s.
+	reject()
+	eventually(t, "a retrying kubelet inferred", func() bool { return r.Status().KubeletRetry == registrar.KubeletRetryItself })
+	if st := r.Status(); st.Stage != registrar.StageRejected || !strings.Contains(st.Detail, why) ||
+		!strings.Contains(st.Detail, "retries by itself") {
+		t.Errorf("status %q, want rejected with the kubelet's error and that the kubelet retries", st)
+	}
+	// The kubelet keeps retrying (1 s, 2 s, …): the socket stays.
+	clk.WaitForTimer(t, registrar.KubeletRetrySilence, patience)
+	for _, backoff := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, time.Minute} {
+		clk.Advance(backoff)
+		reject()
+	}
+	clk.WaitForTimer(t, registrar.KubeletRetrySilence, patience)
+	clk.Advance(registrar.KubeletRetrySilence - time.Second)
+	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "retries by itself") {
+		t.Errorf("/readyz = %d %q, want 503 saying the kubelet retries by itself", code, body)
+	}
+	if m := metric(r); !strings.Contains(m, `csi_registrar_socket_creations_total{reason="rejected"} 0`) || !strings.Contains(m, `csi_registrar_kubelet_retry{mode="itself"} 1`) {
+		t.Errorf("the socket was re-created after a rejection by a retrying kubelet, or the mode is not shown:\n%s", m)
+	}
+	// The kubelet's next retry succeeds.
+	registerNow(t, r, sock)
+
+	// Rejected again, and then the kubelet stays silent: a new socket.
+	reject()
+	clk.Fire(t, registrar.KubeletRetrySilence, patience)
+	eventually(t, "silence noticed", func() bool { return strings.Contains(r.Status().Detail, "the kubelet stopped retrying for 2m30s") })
+	clk.Fire(t, time.Second, patience)
+	eventually(t, "re-created after the silence", func() bool {
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`) && answers(sock)
+	})
+	if n := strings.Count(logs.String(), "kubelet retries registration by itself: keeping the socket"); n != 1 {
+		t.Errorf("the inference was logged %d times, want once", n)
+	}
+	if k := r.Status().KubeletRetry; k != registrar.KubeletRetryItself {
+		t.Errorf("kubelet retry %v after a re-creation, want it kept: itself", k)
+	}
+}
+
+// startWatched runs a registrar whose file watcher the test holds.
+func startWatched(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer) (*registrar.Registrar, *fsnotify.Watcher) {
+	t.Helper()
+	r := newRegistrar(t, clk, e, logs, nil)
+	watchers := make(chan *fsnotify.Watcher, 1)
+	r.OnWatcher(func(w *fsnotify.Watcher) { watchers <- w })
+	start(t, r.Run)
+	select {
+	case w := <-watchers:
+		return r, w
+	case <-time.After(patience):
+		t.Fatal("Run created no file watcher")
+		return nil, nil
+	}
+}
+
+// registerAndLoseEvents registers, then makes the registrar's watcher lose
+// the registration directory's events, as an inotify queue overflow does,
+// and deletes the socket: /readyz still says ready, wrongly.
+func registerAndLoseEvents(t *testing.T, r *registrar.Registrar, w *fsnotify.Watcher, e env) {
+	t.Helper()
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	if _, err := registrartest.Register(context.Background(), sock); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ready", func() bool { code, _ := get(r, "/readyz"); return code == http.StatusOK })
+	if err := w.Remove(e.regDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(r, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz = %d before the reconcile; the test needs the event to be lost", code)
+	}
+}
+
+// Issue 13 "nothing reconciles": a deletion whose event was lost is found
+// by the reconcile tick and handled as the event: a new socket, /readyz 503.
+func TestReconcileFindsMissedDelete(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	clk := registrar.NewFakeClock()
+	r, w := startWatched(t, clk, e, nil)
+	registerAndLoseEvents(t, r, w, e)
+	clk.Fire(t, registrar.ReconcilePeriod, patience)
+	eventually(t, "socket re-created by the reconcile", func() bool {
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(e.regSock(stubName))
+	})
+	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for kubelet") {
+		t.Errorf("/readyz after the reconcile = %d %q, want 503 waiting for kubelet", code, body)
+	}
+}
+
+// Issue 13: a file watcher error (e.g. fsnotify.ErrEventOverflow, which the
+// kernel's inotify queue limit causes and a test cannot) triggers a
+// reconcile at once instead of being logged and dropped.
+func TestWatcherErrorReconciles(t *testing.T) {
+	e := newEnv(t)
+	var logs logBuffer
+	startStubDriver(t, e, stubName)
+	clk := registrar.NewFakeClock()
+	r, w := startWatched(t, clk, e, &logs)
+	registerAndLoseEvents(t, r, w, e)
+	w.Errors <- fsnotify.ErrEventOverflow // no clock advance: only the error can trigger it
+	eventually(t, "socket re-created after the watcher error", func() bool {
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(e.regSock(stubName))
+	})
+	if !strings.Contains(logs.String(), "file watcher error; reconciling now") {
+		t.Errorf("the watcher error is not logged as a reconcile:\n%s", logs.String())
+	}
+}
+
+// Issue 13: the driver stopping and answering again are logged once each,
+// with driver, socket and outcome: a driver that hangs (Probe, found by the
+// reconcile) and one that exits (its socket goes, an event).
+func TestDriverOutageLogged(t *testing.T) {
+	e := newEnv(t)
+	var logs logBuffer
+	d := &namedDriver{name: stubName}
+	stop := serveNamedDriver(t, e.driverSock, d)
+	clk := registrar.NewFakeClock()
+	r, _ := startRegistrarOn(t, clk, e, &logs, quietKubelet)
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	down := func(n int) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("outage %d logged", n), func() bool {
+			return strings.Count(logs.String(), "driver stopped answering") == n &&
+				strings.Contains(lastLine(logs.String(), "driver stopped answering"), "driver="+stubName+" socket="+sock) &&
+				strings.Contains(lastLine(logs.String(), "driver stopped answering"), "outcome=unreachable")
+		})
+	}
+	up := func(n int) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("recovery %d logged", n), func() bool {
+			return strings.Count(logs.String(), "driver answers again") == n &&
+				strings.Contains(lastLine(logs.String(), "driver answers again"), "outcome=reachable")
+		})
+	}
+	d.setReady(false) // hangs without exiting
+	clk.Fire(t, registrar.ReconcilePeriod, patience)
+	down(1)
+	clk.Fire(t, registrar.ReconcilePeriod, patience) // still down: not logged again
+	d.setReady(true)
+	clk.Fire(t, registrar.ReconcilePeriod, patience)
+	up(1)
+	if n := strings.Count(logs.String(), "driver stopped answering"); n != 1 {
+		t.Errorf("one outage logged %d times", n)
+	}
+	stop() // exits: its socket goes
+	down(2)
+	serveNamedDriver(t, e.driverSock, d)
+	// The first GetPluginInfo after the Create event may find the driver not
+	// serving yet: the recheck backs off on the fake clock, so move it.
+	eventually(t, "the recheck after the restart", func() bool {
+		clk.Advance(time.Second)
+		return strings.Count(logs.String(), "driver answers again") == 2
+	})
+	up(2)
+	if m := metric(r); !strings.Contains(m, "csi_registrar_driver_reachable 1") {
+		t.Errorf("driver_reachable not 1 after the driver came back:\n%s", m)
+	}
+}
+
+// Issue 13: Run a second time returns an error (it panicked), and the status
+// after Run returned is "stopped" (it stayed "registered").
+func TestRunOnceThenStopped(t *testing.T) {
+	e := newEnv(t)
+	startStubDriver(t, e, stubName)
+	r, run := startRegistrar(t, e, nil, nil)
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	registerNow(t, r, sock)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel() // so that a second Run that would run returns at once
+	if err := r.Run(ended); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a second Run while the first runs = %v, want an error", err)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Status(); st.Stage != registrar.StageStopped {
+		t.Errorf("status after Run returned = %q, want stopped", st)
+	}
+	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "stopped") {
+		t.Errorf("/readyz after Run = %d %q, want 503 stopped", code, body)
+	}
+	if err := r.Run(ended); err == nil {
+		t.Error("Run after Run returned = nil, want an error")
+	}
+}
+
+// Issue 13 item 4: the registration directory vanishing is its own stage,
+// with its own reason; once it is back the retry serves it, and it is
+// watched again.
+func TestRegistrationDirectoryMissing(t *testing.T) {
+	e := newEnv(t)
+	var logs logBuffer
+	startStubDriver(t, e, stubName)
+	clk := registrar.NewFakeClock()
+	r := newRegistrar(t, clk, e, &logs, quietKubelet)
+	watchers := make(chan *fsnotify.Watcher, 1)
+	r.OnWatcher(func(w *fsnotify.Watcher) { watchers <- w })
+	start(t, r.Run)
+	w := <-watchers
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	// The directory goes (as when its volume is unmounted) with its events
+	// lost: the reconcile finds the socket gone, and no directory to serve in.
+	if err := w.Remove(e.regDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(e.regDir); err != nil {
+		t.Fatal(err)
+	}
+	clk.Fire(t, registrar.ReconcilePeriod, patience)
+	eventually(t, "directory missing", func() bool { return r.Status().Stage == registrar.StageSocketDirectoryMissing })
+	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "registration directory missing") {
+		t.Errorf("/readyz = %d %q, want 503 naming the missing directory", code, body)
+	}
+	if l := lastLine(logs.String(), "registration socket not created"); !strings.Contains(l, "outcome=missing-directory") ||
+		!strings.Contains(l, "plugins_registry") {
+		t.Errorf("log line %q does not name the fault and its fix", l)
+	}
+	if err := os.Mkdir(e.regDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	clk.Fire(t, time.Second, patience)
+	eventually(t, "served in the new directory", func() bool {
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="missing-directory"} 1`) && answers(sock)
+	})
+	os.Remove(sock) // the new directory is watched: an event, no clock
+	eventually(t, "re-created on the event", func() bool {
+		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(sock)
+	})
+}
+
+// quietKubelet gives the kubelet longer than a test advances the clock:
+// the kubelet-silent re-creation would otherwise share the clock's jumps
+// past the reconcile period (and the retry backoff) with what the test looks at.
+func quietKubelet(o *registrar.Options) { o.KubeletWait = 24 * time.Hour }
+
+// kindError is a listen error of a kind sockfile does not produce.
+type kindError string
+
+func (k kindError) Error() string           { return "listen: " + string(k) }
+func (k kindError) ListenErrorKind() string { return string(k) }
+
+// Issue 13 item 4: each listen error kind has its own stage and reason. The
+// errors are sockfile.Listen's own where this machine can make them (as
+// root, permission cannot be denied), else as it builds them.
+func TestListenErrorKinds(t *testing.T) {
+	dir := shortDir(t)
+	file, live := filepath.Join(dir, "file"), filepath.Join(dir, "live.sock")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	listen := func(path string) error {
+		t.Helper()
+		s, err := sockfile.Listen(path)
+		if err == nil {
+			s.Close()
+			t.Fatalf("sockfile.Listen(%s) succeeded", path)
+		}
+		return err
+	}
+	bind := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "listen", Net: "unix", Err: os.NewSyscallError("bind", errno)}
+	}
+	for _, c := range []struct {
+		name   string
+		err    error
+		path   string
+		stage  registrar.Stage
+		reason string
+	}{
+		{"live socket", listen(live), live, registrar.StageSocketConflict, "conflict"},
+		{"regular file", listen(file), file, registrar.StageSocketNotASocket, "not-a-socket"},
+		{"missing directory", listen(filepath.Join(dir, "none", "x.sock")), "", registrar.StageSocketDirectoryMissing, "missing-directory"},
+		{"permission", fmt.Errorf("create: %w", &sockfile.ListenError{Kind: sockfile.KindPermission}), "", registrar.StageSocketPermissionDenied, "permission"},
+		{"other kind", &sockfile.ListenError{Kind: sockfile.KindOther}, "", registrar.StageSocketError, "listen-error"},
+		{"unknown kind", kindError("cosmic-ray"), "", registrar.StageSocketError, "listen-error"},
+		{"untyped EACCES", bind(syscall.EACCES), "", registrar.StageSocketPermissionDenied, "permission"},
+		{"untyped ENOENT", bind(syscall.ENOENT), "", registrar.StageSocketDirectoryMissing, "missing-directory"},
+		{"untyped EADDRINUSE, a socket", bind(syscall.EADDRINUSE), live, registrar.StageSocketConflict, "conflict"},
+		{"untyped EADDRINUSE, a file", bind(syscall.EADDRINUSE), file, registrar.StageSocketNotASocket, "not-a-socket"},
+		{"untyped other", errors.New("something else"), "", registrar.StageSocketError, "listen-error"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stage, reason := registrar.ClassifyListenError(c.err, c.path)
+			if stage != c.stage || reason != c.reason {
+				t.Errorf("ClassifyListenError(%v) = %q, %q; want %q, %q", c.err, stage, reason, c.stage, c.reason)
+			}
+		})
+	}
+}
+
+// Issue 13 item 6: the library's errors name the Options field, not a flag.
+func TestNewErrorsNameOptions(t *testing.T) {
+	for _, c := range []struct {
+		field  string
+		adjust func(*registrar.Options)
+	}{
+		{"Options.Timeout", func(o *registrar.Options) { o.Timeout = -time.Second }},
+		{"Options.ConnectionTimeout", func(o *registrar.Options) { o.ConnectionTimeout = -time.Second }},
+		{"Options.KubeletWait", func(o *registrar.Options) { o.KubeletWait = -time.Second }},
+		{"Options.RegistrationRetryMax", func(o *registrar.Options) { o.RegistrationRetryMax = -time.Second }},
+		{"Options.CSIAddress", func(o *registrar.Options) { o.CSIAddress = "tcp://1.2.3.4:5" }},
+		{"Options.KubeletRegistrationPath", func(o *registrar.Options) { o.KubeletRegistrationPath = "relative/csi.sock" }},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			o := registrar.Options{KubeletRegistrationPath: "/k/csi.sock"}
+			c.adjust(&o)
+			_, err := registrar.New(o)
+			if !registrar.IsValidationError(err) || !strings.Contains(err.Error(), c.field) || strings.Contains(err.Error(), "--") {
+				t.Errorf("New = %v, want a validation error naming %s and no flag", err, c.field)
+			}
+		})
+	}
+}
+
+// The reconcile's own GetInfo (after a watcher error) goes through our
+// socket but is not the kubelet's: it neither counts nor changes the stage.
+func TestSelfCheckIsNotTheKubelet(t *testing.T) {
+	e := newEnv(t)
+	var logs logBuffer
+	startStubDriver(t, e, stubName)
+	clk := registrar.NewFakeClock()
+	r, w := startWatched(t, clk, e, &logs)
+	sock := e.regSock(stubName)
+	eventually(t, "registration socket", func() bool { return answers(sock) })
+	registerNow(t, r, sock)
+	w.Errors <- fsnotify.ErrEventOverflow
+	eventually(t, "the reconcile done", func() bool { return strings.Contains(logs.String(), "deep=true") })
+	w.Errors <- fsnotify.ErrEventOverflow // the loop took the first one: it is done with it
+	eventually(t, "a second reconcile", func() bool { return strings.Count(logs.String(), "deep=true") == 2 })
+	if m := metric(r); !strings.Contains(m, "csi_registrar_getinfo_calls_total 1\n") ||
+		!strings.Contains(m, `csi_registrar_socket_creations_total{reason="start"} 1`) || !strings.Contains(m, `csi_registrar_socket_creations_total{reason="unresponsive"} 0`) {
+		t.Errorf("the self-check counted as the kubelet's GetInfo, or re-created the socket:\n%s", m)
+	}
+	if st := r.Status(); st.Stage != registrar.StageRegistered || st.Detail != "" {
+		t.Errorf("status %q after the self-checks, want registered", st)
+	}
+}
