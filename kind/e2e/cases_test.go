@@ -584,7 +584,18 @@ func testSocketRemoved(t *testing.T) {
 	if sock.ID() == sock0.ID() {
 		t.Errorf("socket %s has the removed one's identity %s", sock.Name, sock.ID())
 	}
-	m1 := metrics(t, ctx, pod.Name)
+	// The kubelet writes CSINode and the annotation before it sends
+	// Notify(true): wait for the notification before counting.
+	var m1 Metrics
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, shortWait, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if m1, err = cl.Metrics(ctx, pod.Name); err != nil {
+			return false, nil
+		}
+		return m1.Get(MetricRegistered)-m0.Get(MetricRegistered) >= 1, nil
+	}); err != nil {
+		t.Errorf("no Notify(true) after the socket was re-created: %v (metrics %v)", err, m1)
+	}
 	for s, want := range map[string]float64{
 		MetricSocketCreations("deleted"): 1, MetricGetInfo: 1, MetricRegistered: 1, MetricRejected: 0,
 	} {
