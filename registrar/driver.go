@@ -35,14 +35,14 @@ func newDriverClient(path string, timeout time.Duration) (*driverClient, error) 
 
 // dialUnix makes a lazily connecting gRPC client for a unix socket path, with
 // a short reconnect backoff so a driver that comes back is seen quickly.
-func dialUnix(path string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("unix://"+path,
+func dialUnix(path string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpc.NewClient("unix://"+path, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           grpcbackoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.1, MaxDelay: time.Second},
 			MinConnectTimeout: time.Second,
 		}),
-	)
+	}, opts...)...)
 }
 
 func (d *driverClient) Close() error { return d.conn.Close() }

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -68,24 +68,14 @@ func (s *session) served(ctx context.Context, deep bool) error {
 	return selfCheck(ctx, s.path, s.name, s.r.opts.Timeout)
 }
 
-// selfCheckKey marks the reconcile's own GetInfo, which the registration
-// server answers without counting it as the kubelet's.
-const selfCheckKey = "csi-registrar-self-check"
-
-// isSelfCheck reports whether a GetInfo call is the reconcile's own.
-func isSelfCheck(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(selfCheckKey)) > 0
-}
-
 // selfCheck calls GetInfo on our own socket and checks the name.
 func selfCheck(ctx context.Context, path, name string, timeout time.Duration) error {
-	conn, err := dialUnix(path)
+	conn, err := dialUnix(path, grpc.WithUserAgent(NotKubeletUserAgent+" (reconcile)"))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, selfCheckKey, "1"), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
 	if err != nil {

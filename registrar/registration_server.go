@@ -44,29 +44,30 @@ func newRegistrationServer(driverName, endpoint string, hooks serverHooks) *regi
 	return &registrationServer{driverName: driverName, endpoint: endpoint, hooks: hooks, signal: make(chan struct{}, 1)}
 }
 
-// DoctorUserAgent starts the gRPC user agent of `csi-registrar doctor`. A
-// registration server answers its GetInfo like any other but does not take
-// it for the kubelet's: a GetInfo ends the wait for the kubelet
-// (Options.KubeletWait), and a diagnosis must not change what the registrar
-// does.
-const DoctorUserAgent = "csi-registrar-doctor"
+// NotKubeletUserAgent starts the gRPC user agent of the callers of GetInfo
+// that are not the kubelet: `csi-registrar doctor` and the registrar's own
+// reconcile. A registration server answers them like any other but does not
+// take their GetInfo for the kubelet's: a GetInfo ends the wait for the
+// kubelet (Options.KubeletWait), and looking must not change what the
+// registrar does.
+const NotKubeletUserAgent = "csi-registrar-not-kubelet"
 
-// fromDoctor reports whether the call comes from `csi-registrar doctor`.
-func fromDoctor(ctx context.Context) bool {
+// fromKubelet reports whether a call may be the kubelet's, i.e. does not carry
+// NotKubeletUserAgent.
+func fromKubelet(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, ua := range md.Get("user-agent") {
-		if strings.HasPrefix(ua, DoctorUserAgent) {
-			return true
+		if strings.HasPrefix(ua, NotKubeletUserAgent) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // GetInfo is called by the kubelet's plugin watcher (with a 1 s deadline).
 func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
-	// Neither `csi-registrar doctor` nor the control loop's own reconcile is
-	// the kubelet: answered, not counted, not signalled.
-	if fromDoctor(ctx) || isSelfCheck(ctx) {
+	if !fromKubelet(ctx) { // doctor, or our own reconcile: answered, not counted, not signalled
+
 		return s.info(), nil
 	}
 	s.mu.Lock()

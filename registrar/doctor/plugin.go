@@ -175,7 +175,7 @@ func dialGRPC(path string) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
 		// A registrar does not take doctor's GetInfo for the kubelet's.
-		grpc.WithUserAgent(registrar.DoctorUserAgent),
+		grpc.WithUserAgent(registrar.NotKubeletUserAgent+" (doctor)"),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", addr)
 		}))
