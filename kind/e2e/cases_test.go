@@ -182,6 +182,12 @@ func recordPods(t *testing.T, ctx context.Context) *Recorder {
 
 // Conditions on recorded states.
 func annotated(node string, want bool) func(State) bool {
+	return annotatedWith(node, cfg.Driver, want, func(id string) bool { return !cfg.NodeIDIsNodeName || id == node })
+}
+
+// annotatedWith: the Node's csi.volume.kubernetes.io/nodeid annotation has
+// driver (with a node ID idOK accepts) when want, and has not when !want.
+func annotatedWith(node, driver string, want bool, idOK func(string) bool) func(State) bool {
 	return func(s State) bool {
 		n := s.Node(node)
 		if n == nil {
@@ -191,11 +197,11 @@ func annotated(node string, want bool) func(State) bool {
 		if err != nil {
 			return false
 		}
-		v, ok := m[cfg.Driver]
+		v, ok := m[driver]
 		if !want {
 			return !ok
 		}
-		return ok && (!cfg.NodeIDIsNodeName || v == node)
+		return ok && idOK(v)
 	}
 }
 
@@ -209,6 +215,34 @@ func entryAbsent(node string) func(State) bool {
 	return func(s State) bool {
 		return s.CSINode(node) != nil && len(CSINodeEntries(s.CSINode(node), cfg.Driver)) == 0
 	}
+}
+
+// registryListing is plugins_registry on a node as listed at an event.
+type registryListing struct {
+	at    time.Time
+	files []NodeFile
+	err   error
+}
+
+// registryAtExit lists plugins_registry on node as soon as podRec records
+// that container of the pod with uid terminated (or the pod is gone or
+// terminal), and sends the listing.
+func registryAtExit(ctx context.Context, podRec *Recorder, node string, uid types.UID, container string) <-chan registryListing {
+	atExit := make(chan registryListing, 1)
+	go func() {
+		_, ev, err := podRec.Await(ctx, 0, podWait, "old registrar exited", func(s State) bool {
+			p := s.Pod(string(uid))
+			return p == nil || ContainerStatus(p, container).State.Terminated != nil ||
+				p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		})
+		if err != nil {
+			atExit <- registryListing{err: err}
+			return
+		}
+		files, err := cl.Provider.PluginsRegistry(ctx, node)
+		atExit <- registryListing{at: ev.At, files: files, err: err}
+	}()
+	return atExit
 }
 
 func podIsReady(uid types.UID, want bool) func(State) bool {
@@ -334,25 +368,7 @@ func testPodDeleted(t *testing.T) {
 	// process has exited: its socket must be gone. Nothing else can have
 	// replaced it yet: the DaemonSet creates the new pod only once the old
 	// one is terminal. So plugins_registry is listed at that very event.
-	type listing struct {
-		at    time.Time
-		files []NodeFile
-		err   error
-	}
-	atExit := make(chan listing, 1)
-	go func() {
-		_, ev, err := podRec.Await(ctx, 0, podWait, "old registrar exited", func(s State) bool {
-			p := s.Pod(string(old.UID))
-			return p == nil || ContainerStatus(p, "registrar").State.Terminated != nil ||
-				p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
-		})
-		if err != nil {
-			atExit <- listing{err: err}
-			return
-		}
-		files, err := cl.Provider.PluginsRegistry(ctx, n)
-		atExit <- listing{at: ev.At, files: files, err: err}
-	}()
+	atExit := registryAtExit(ctx, podRec, n, old.UID, "registrar")
 
 	t0 := time.Now()
 	if err := cl.Client.CoreV1().Pods(cl.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {

@@ -142,21 +142,7 @@ func (d *driverUnderTest) problems(r Registration, node string, e nodeExpect) []
 
 // Conditions on recorded states.
 func (d *driverUnderTest) annotated(node string, e nodeExpect, want bool) func(State) bool {
-	return func(s State) bool {
-		n := s.Node(node)
-		if n == nil {
-			return false
-		}
-		m, err := AnnotationMap(n)
-		if err != nil {
-			return false
-		}
-		v, ok := m[d.name]
-		if !want {
-			return !ok
-		}
-		return ok && v == e.nodeID
-	}
+	return annotatedWith(node, d.name, want, func(id string) bool { return id == e.nodeID })
 }
 
 func (d *driverUnderTest) entryPresent(node string, e nodeExpect) func(State) bool {

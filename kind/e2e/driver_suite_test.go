@@ -219,7 +219,7 @@ func driverSetup(ctx context.Context, root string) error {
 				}
 			}
 		}
-		if err := d.waitUnregistered(ctx, allNodes, 30*time.Second); err != nil {
+		if err := waitDriverUnregistered(ctx, d.name, allNodes, 30*time.Second); err != nil {
 			// No socket of the driver is left, yet the API says registered:
 			// the kubelet lost it (e.g. the node was restarted with a
 			// registrar that leaked its socket) and will never remove it.
@@ -229,7 +229,7 @@ func driverSetup(ctx context.Context, root string) error {
 					return err
 				}
 			}
-			if err := d.waitUnregistered(ctx, allNodes, 30*time.Second); err != nil {
+			if err := waitDriverUnregistered(ctx, d.name, allNodes, 30*time.Second); err != nil {
 				return err
 			}
 		}
@@ -401,28 +401,4 @@ func waitingReasons(p *corev1.Pod) string {
 		return "containers running"
 	}
 	return strings.Join(out, "; ")
-}
-
-// waitUnregistered waits until no node has the driver in its annotation or
-// CSINode.
-func (d *driverUnderTest) waitUnregistered(ctx context.Context, nodes []string, timeout time.Duration) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		for _, n := range nodes {
-			r, err := cl.Registered(ctx, n, d.name)
-			if err != nil {
-				return false, err
-			}
-			if r.Annotated || len(r.Entries) > 0 {
-				last = fmt.Sprintf("node %s: annotation key %v, %d CSINode entries", n, r.Annotated, len(r.Entries))
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("driver %s still registered with nothing of it deployed (%s): %w; a registration socket of a process that is gone in %s?",
-			d.name, last, err, PluginsRegistry)
-	}
-	return nil
 }

@@ -303,25 +303,7 @@ func testAnyDriverPodDeleted(t *testing.T) {
 	// When the kubelet reports the old registrar container terminated, its
 	// process has exited: its socket must be gone, and no new pod can run
 	// yet (the DaemonSet replaces a pod once it is gone).
-	type listing struct {
-		at    time.Time
-		files []NodeFile
-		err   error
-	}
-	atExit := make(chan listing, 1)
-	go func() {
-		_, ev, err := podRec.Await(ctx, 0, podWait, "old registrar exited", func(s State) bool {
-			p := s.Pod(string(old.UID))
-			return p == nil || ContainerStatus(p, d.spec.Registrar).State.Terminated != nil ||
-				p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
-		})
-		if err != nil {
-			atExit <- listing{err: err}
-			return
-		}
-		files, err := cl.Provider.PluginsRegistry(ctx, n)
-		atExit <- listing{at: ev.At, files: files, err: err}
-	}()
+	atExit := registryAtExit(ctx, podRec, n, old.UID, d.spec.Registrar)
 
 	t0 := time.Now()
 	if err := cl.Client.CoreV1().Pods(cl.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {

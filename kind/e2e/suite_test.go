@@ -328,10 +328,16 @@ func clearRegistration(ctx context.Context, node, driver string) error {
 // waitUnregistered waits until no node has the driver in its annotation or
 // CSINode (the kubelet unregisters it when its socket goes).
 func waitUnregistered(ctx context.Context, timeout time.Duration) error {
+	return waitDriverUnregistered(ctx, cfg.Driver, allNodes, timeout)
+}
+
+// waitDriverUnregistered waits until none of nodes has driver in its
+// annotation or CSINode.
+func waitDriverUnregistered(ctx context.Context, driver string, nodes []string, timeout time.Duration) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		for _, n := range allNodes {
-			r, err := cl.Registered(ctx, n, cfg.Driver)
+		for _, n := range nodes {
+			r, err := cl.Registered(ctx, n, driver)
 			if err != nil {
 				return false, err
 			}
@@ -343,7 +349,7 @@ func waitUnregistered(ctx context.Context, timeout time.Duration) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the driver is still registered (%s): %w; is a socket of a process that is gone still in %s?", last, err, PluginsRegistry)
+		return fmt.Errorf("driver %s is still registered (%s): %w; is a socket of a process that is gone still in %s?", driver, last, err, PluginsRegistry)
 	}
 	return nil
 }
