@@ -1,20 +1,58 @@
-# Shared by demo.sh and e2e: which cluster to use, and how to reach it.
-# kind when a Docker engine answers, otherwise the local node (root needed).
+# Shared by demo.sh, cluster.sh, dockerd/ and nodeimage/: which cluster to use,
+# and how to reach it. kind when a Docker engine answers (or KIND=1: then a
+# private dockerd is started when none answers), otherwise the local node (root).
 # shellcheck shell=bash
 
 KIND_CLUSTER="${KIND_CLUSTER:-csi-registrar}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Everything kind-related outside the clone: the private dockerd's data root (so
+# built node images survive), node images' build cache per Kubernetes version.
+KIND_CACHE="${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/csi-registrar/kind"
 T0=${T0:-$(date +%s)}
+export T0
 
-step() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+step() { echo "[$(($(date +%s) - T0))s] $*"; }
 die() { echo "error: $*" >&2; exit 1; }
 
-# cluster_kind prints kind or local, or explains what is missing.
+# install_debs PKG...: install the Debian packages that are missing
+# (apt-get update first, no recommends); nothing when all are there.
+install_debs() {
+  local p missing=()
+  for p in "$@"; do
+    [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" == installed ]] || missing+=("$p")
+  done
+  [[ ${#missing[@]} -gt 0 ]] || return 0
+  [[ $(id -u) -eq 0 ]] || die "need root to install the Debian packages ${missing[*]}"
+  echo "installing Debian packages: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+docker_cli() { docker "$@"; }
+
+# user_docker_answers: a Docker engine other than our private one answers on the
+# caller's DOCKER_HOST (or the default socket).
+user_docker_answers() {
+  [[ "${DOCKER_HOST:-}" != "unix:///run/csi-registrar-kind/docker.sock" ]] || return 1
+  command -v docker >/dev/null 2>&1 && timeout 20 docker info >/dev/null 2>&1
+}
+
+# cluster_kind prints kind or local, or explains what is missing. CLUSTER=kind|local
+# decides; KIND=1 is CLUSTER=kind (a private dockerd is started if no engine answers).
 cluster_kind() {
   if [[ -n "${CLUSTER:-}" ]]; then echo "$CLUSTER"; return; fi
-  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then echo kind; return; fi
+  if [[ "${KIND:-}" == 1 ]]; then echo kind; return; fi
+  if user_docker_answers; then echo kind; return; fi
   if [[ $(id -u) -eq 0 ]]; then echo local; return; fi
-  die "no Docker engine answers (needed for kind) and this is not root (needed for the local node): run as root, or start Docker"
+  die "no Docker engine answers (needed for kind) and this is not root (needed for the local node): run as root, or start Docker, or KIND=1 as root (private dockerd)"
+}
+
+# use_engine: export DOCKER_HOST for kind: the caller's engine when it answers,
+# else our private dockerd, started now (kind/dockerd/dockerd.sh).
+use_engine() {
+  if user_docker_answers; then return; fi
+  bash "$REPO_ROOT/kind/dockerd/dockerd.sh" start
+  eval "$(bash "$REPO_ROOT/kind/dockerd/dockerd.sh" env)"
 }
 
 kind_bin() {
