@@ -4,7 +4,9 @@ package kind_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -146,5 +148,63 @@ func TestBrokenConfigsAreRejected(t *testing.T) {
 			}
 			t.Logf("rejected: %v", err)
 		})
+	}
+}
+
+// TestOfflineConfig: the config kind/cluster.sh writes for the node image built
+// here (kind/nodeimage) is accepted by kind's loader, keeps cluster.yaml's three
+// nodes on that image, turns off the default CNI (kindnetd is not in the image),
+// and tells 1.35+ kubelets to run on cgroup v1 exactly when this host is on it.
+func TestOfflineConfig(t *testing.T) {
+	const image = "csi-registrar/kind-node:test"
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	cgroupV1 := err != nil
+	for _, k8s := range []string{"1.34", "1.35", "1.36"} {
+		t.Run(k8s, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cluster.yaml")
+			cmd := exec.Command("bash", "cluster.sh", "config", image, path)
+			cmd.Env = append(os.Environ(), "K8S="+k8s)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("cluster.sh config: %v: %s", err, out)
+			}
+			images, err := loadWithKind(t, path)
+			if len(images) == 0 {
+				t.Fatalf("kind rejected the generated config before provisioning: %v", err)
+			}
+			for _, img := range images {
+				if img != image {
+					t.Errorf("kind provisions %q, want %q", img, image)
+				}
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c v1alpha4.Cluster
+			d := yaml.NewDecoder(bytes.NewReader(raw))
+			d.KnownFields(true)
+			if err := d.Decode(&c); err != nil {
+				t.Fatalf("%s: %v", raw, err)
+			}
+			if len(c.Nodes) != 3 || !c.Networking.DisableDefaultCNI {
+				t.Errorf("%d nodes, disableDefaultCNI %v; want 3 and true", len(c.Nodes), c.Networking.DisableDefaultCNI)
+			}
+			patched := strings.Contains(strings.Join(c.KubeadmConfigPatches, "\n"), "failCgroupV1: false")
+			if want := cgroupV1 && k8s != "1.34"; patched != want {
+				t.Errorf("failCgroupV1 patch present %v, want %v (cgroup v1 host: %v)", patched, want, cgroupV1)
+			}
+		})
+	}
+}
+
+// TestOfflineConfigRefusesUndrivableVersion: kind (go.mod's version) writes
+// kubeadm v1beta3, which kubeadm 1.37 no longer reads: a clear error, exit 2.
+func TestOfflineConfigRefusesUndrivableVersion(t *testing.T) {
+	cmd := exec.Command("bash", "cluster.sh", "config", "x", filepath.Join(t.TempDir(), "c.yaml"))
+	cmd.Env = append(os.Environ(), "K8S=1.37")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "v1beta3") {
+		t.Fatalf("K8S=1.37: err %v, output %q; want exit 2 naming v1beta3", err, out)
 	}
 }

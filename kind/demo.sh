@@ -5,11 +5,18 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
-kind=$(cluster_kind)
+# What `up` brought up, for `down` (with KIND=1 and a private dockerd, no engine
+# answers any more at `make demo-down` time, so it cannot be guessed again).
+DEMO_STATE="$REPO_ROOT/bin/demo.cluster"
+if [[ "${1:-up}" == down && -s "$DEMO_STATE" && -z "${CLUSTER:-}" ]]; then
+  kind=$(<"$DEMO_STATE")
+else
+  kind=$(cluster_kind)
+fi
 
 down() {
   case "$kind" in
-    kind) "$(kind_bin)" delete cluster --name "$KIND_CLUSTER" ;;
+    kind) bash kind/cluster.sh down ;;
     local)
       source kind/localnode/env.sh
       if [[ -x "$KUBECTL" ]] && "$KUBECTL" get --raw /readyz >/dev/null 2>&1; then
@@ -19,20 +26,19 @@ down() {
       step "stopping the local node"
       bash kind/localnode/down.sh ;;
   esac
+  rm -f "$DEMO_STATE"
   step "demo torn down"
 }
 
 up() {
   step "cluster: $kind"
+  mkdir -p bin && echo "$kind" >"$DEMO_STATE"
   step "building the binary and the image"
   make --no-print-directory build image
   case "$kind" in
     kind)
-      if ! "$(kind_bin)" get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; then
-        step "creating kind cluster $KIND_CLUSTER (kind/cluster.yaml); this pulls kindest/node and takes minutes"
-        "$(kind_bin)" create cluster --name "$KIND_CLUSTER" --config kind/cluster.yaml
-      fi
-      use_cluster kind
+      bash kind/cluster.sh up
+      eval "$(bash kind/cluster.sh env)"
       step "loading bin/image.tar into every kind node"
       "$(kind_bin)" load image-archive bin/image.tar --name "$KIND_CLUSTER" ;;
     local)

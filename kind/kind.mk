@@ -1,8 +1,11 @@
 # The demo and the end-to-end suite. Included by the top-level Makefile.
-.PHONY: demo demo-down
+.PHONY: demo demo-down kind-node-image
 
-demo: ## build, bring up a node (kind with Docker, else the local node: K8S=1.34…1.37), deploy manifests/, show what the kubelet wrote
+demo: ## build, bring up a cluster (kind when Docker answers or KIND=1, else the local node: K8S=1.34…1.37), deploy manifests/, show what the kubelet wrote
 	@$(call with_node_lock,bash kind/demo.sh up)
+
+kind-node-image: ## kind node image built here, no registry needed (K8S=1.34|1.35|1.36; cached: seconds when current)
+	bash kind/nodeimage/build.sh
 
 demo-down: ## tear the demo down (no process, mount or socket left)
 	@$(call with_node_lock,bash kind/demo.sh down)
@@ -29,8 +32,12 @@ e2e-build:
 e2e: e2e-build ## end-to-end suite on the local node: up if needed, 7 cases, torn down (E2E_KEEP=1 keeps it)
 	@$(call with_node_lock,env E2E_LOCKED=1 E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) $(E2E_RUN))
 
-e2e-kind: e2e-build ## end-to-end suite on kind (Docker): creates kind/cluster.yaml's cluster, deletes it at the end
-	E2E_PROVIDER=kind E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) $(E2E_RUN)
+# kind/e2e-kind.sh: kind/cluster.sh brings the cluster up (a private dockerd and the
+# node image built here when no Docker engine or registry answers), the suite runs,
+# and everything is removed again and the host checked (E2E_KEEP=1 keeps it). Under
+# the node lock: kind's kubelets change the same host-wide kernel state as the local node's.
+e2e-kind: e2e-build ## end-to-end suite on kind: kind/cluster.yaml's 3 nodes (Docker, else a private dockerd), all removed at the end
+	@$(call with_node_lock,env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh $(E2E_ARGS))
 
 # The suite on every Kubernetes version the local node supports, oldest first, under
 # one hold of the node's lock; the table goes to bin/e2e/matrix/table.md.

@@ -25,7 +25,7 @@ import (
 type kindProvider struct {
 	root       string
 	name       string // cluster name: $KIND_CLUSTER, default csi-registrar
-	config     string // kind/cluster.yaml
+	config     string // $KIND_CONFIG, default kind/cluster.yaml (kind/cluster.sh creates the cluster first)
 	kubeconfig string // bin/kind.kubeconfig (as kind/lib.sh)
 	kubectl    string
 	p          *cluster.Provider
@@ -42,12 +42,15 @@ func newKindProvider(root string) (*kindProvider, error) {
 	k := &kindProvider{
 		root:       root,
 		name:       os.Getenv("KIND_CLUSTER"),
-		config:     filepath.Join(root, "kind", "cluster.yaml"),
+		config:     os.Getenv("KIND_CONFIG"),
 		kubeconfig: filepath.Join(root, "bin", "kind.kubeconfig"),
 		p:          cluster.NewProvider(opt, cluster.ProviderWithLogger(kindcmd.NewLogger())),
 	}
 	if k.name == "" {
 		k.name = "csi-registrar"
+	}
+	if k.config == "" {
+		k.config = filepath.Join(root, "kind", "cluster.yaml")
 	}
 	k.kubectl, err = findKubectl(root)
 	if err != nil {
@@ -174,7 +177,9 @@ func (k *kindProvider) PluginsRegistry(ctx context.Context, node string) ([]Node
 }
 
 func (k *kindProvider) KillContainer(ctx context.Context, node, id string) error {
-	_, err := k.sh(ctx, node, `pid=$(crictl inspect --output go-template --template '{{.info.pid}}' `+shellQuote(id)+`) && kill -KILL "$pid"`)
+	// ctr, not crictl: both node images have it (the one built here has no crictl),
+	// and a CRI container ID is the containerd container ID.
+	_, err := k.sh(ctx, node, "ctr --namespace k8s.io tasks kill --signal SIGKILL "+shellQuote(id))
 	return err
 }
 
