@@ -120,9 +120,9 @@ down() {
     if [[ -n "$(engine_env)" ]]; then
       # Our engine: its networks go too (their bridges would stay on the host).
       local bridges
-      bridges=$(docker_cli network ls -q --filter driver=bridge | xargs -r docker_cli network inspect -f '{{.Id}}' |
+      bridges=$(docker_cli network ls -q --filter driver=bridge | xargs -r docker network inspect -f '{{.Id}}' |
         cut -c1-12 | sed 's/^/br-/')
-      docker_cli network ls -q --filter type=custom | xargs -r docker_cli network rm >/dev/null
+      docker_cli network ls -q --filter type=custom | xargs -r docker network rm >/dev/null
       step "stopping the private dockerd"
       bash "$here/dockerd/dockerd.sh" stop
       for b in $bridges; do ip link del "$b" 2>/dev/null || true; done
