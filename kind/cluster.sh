@@ -22,10 +22,6 @@ source "$here/nodeimage/lib.sh"
 
 STATE="$KIND_CACHE/state/$KIND_CLUSTER"
 KUBECONFIG_OUT="$REPO_ROOT/bin/kind.kubeconfig"
-# Kernel sysctls a kubelet sets; they are not namespaced, so the kubelets in the
-# node containers change the host's: saved before, restored after.
-KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
-  kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
 kind_cmd() { "$(kind_bin)" "$@"; }
 
@@ -59,7 +55,6 @@ up() {
   if [[ ! -f "$STATE/host-before.txt" ]]; then
     bash "$here/hoststate.sh" snapshot "$STATE/host-before.txt"
     [[ -d /lib/modules ]] || touch "$STATE/no-lib-modules"
-    for s in "${KUBELET_SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$STATE/sysctls"
   fi
   step "engine"
   : >"$STATE/engine.env"
@@ -133,12 +128,8 @@ down() {
   if [[ -f "$STATE/no-lib-modules" ]] && [[ -d /lib/modules ]] && rmdir /lib/modules 2>/dev/null; then
     step "removed the empty /lib/modules kind's node mounts made"
   fi
-  if [[ -f "$STATE/sysctls" ]]; then
-    local kv
-    while read -r kv; do
-      [[ "$(sysctl -n "${kv%%=*}")" == "${kv#*=}" ]] || sysctl -qw "$kv"
-    done <"$STATE/sysctls"
-  fi
+  # The node containers' systemd and kubelets set host-wide sysctls (not namespaced).
+  [[ ! -f "$STATE/host-before.txt" ]] || bash "$here/hoststate.sh" restore-sysctls "$STATE/host-before.txt"
   rm -f "$REPO_ROOT/bin/kind-cluster.yaml" "$KUBECONFIG_OUT"
   if [[ -f "$STATE/host-before.txt" ]]; then
     local rc=0

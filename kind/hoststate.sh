@@ -6,9 +6,14 @@
 # under /run and /var/lib, /lib/modules.
 #   hoststate.sh snapshot FILE     write the state to FILE
 #   hoststate.sh check FILE        compare with FILE; exit 1 and print the diff if it changed
-# Another user of the host (the local node, under /tmp/csi-registrar-localnode.lock)
-# changes the same things: a difference seen while that lock was held is reported as
-# not attributable (exit 0 with a warning) rather than failed.
+#   hoststate.sh restore-sysctls FILE
+#                                  write back every sysctl of FILE whose value changed:
+#                                  the node containers are privileged, and what their
+#                                  systemd and kubelet set in the (not namespaced) fs.,
+#                                  kernel. and vm. keys is the host's (e.g. fs.file-max,
+#                                  fs.protected_*, kernel.panic, vm.overcommit_memory)
+# Callers hold the node lock (/tmp/csi-registrar-localnode.lock): the local node's
+# kubelet changes the same host state.
 set -euo pipefail
 
 snapshot() {
@@ -33,26 +38,35 @@ snapshot() {
   ls -ld /lib/modules 2>/dev/null || echo absent
 }
 
-localnode_busy() { ! flock -n /tmp/csi-registrar-localnode.lock true 2>/dev/null; }
+# sysctls FILE: the "key = value" lines of FILE's sysctl section.
+sysctls() { sed -n '/^## sysctl$/,/^## /{/^## /d;p}' "$1"; }
+
+restore_sysctls() {
+  local f=$1 line key want now
+  while IFS= read -r line; do
+    key=${line%% = *} want=${line#* = }
+    [[ "$key" != "$line" && -w "/proc/sys/${key//.//}" ]] || continue
+    now=$(sysctl -n "$key" 2>/dev/null) || continue
+    [[ "$now" == "$want" ]] && continue
+    printf '%s\n' "$want" >"/proc/sys/${key//.//}" && echo "restored sysctl $key = $want (was $now)"
+  done < <(sysctls "$f")
+}
 
 case "${1:-}" in
   snapshot)
     f=${2:?usage: $0 snapshot FILE}
-    snapshot >"$f"
-    if localnode_busy; then echo busy >"$f.localnode"; else rm -f "$f.localnode"; fi ;;
+    snapshot >"$f" ;;
   check)
     f=${2:?usage: $0 check FILE}
     [[ -s "$f" ]] || { echo "hoststate: no snapshot $f" >&2; exit 2; }
     if diff -u "$f" <(snapshot) >"$f.diff"; then
       echo "host state unchanged: iptables, ip6tables, nft, sysctls, links, mounts, /lib/modules"
       rm -f "$f.diff"
-    elif [[ -f "$f.localnode" ]] || localnode_busy; then
-      echo "warning: the host state changed while the local node was in use (its lock was held): not attributable to kind" >&2
-      grep -E '^[-+][^-+]' "$f.diff" | head -20 >&2
     else
       echo "error: the kind harness changed the host:" >&2
       grep -E '^[-+][^-+]' "$f.diff" | head -40 >&2
       exit 1
     fi ;;
-  *) echo "usage: $0 snapshot|check FILE" >&2; exit 2 ;;
+  restore-sysctls) restore_sysctls "${2:?usage: $0 restore-sysctls FILE}" ;;
+  *) echo "usage: $0 snapshot|check|restore-sysctls FILE" >&2; exit 2 ;;
 esac

@@ -8,6 +8,7 @@
 #   Kubernetes           kind/localnode/build.sh --with-kind: the local node's build, same cache
 #   etcd, CoreDNS        built from the Go module proxy at the versions kubeadm asks for
 #   pause                kind/localnode/images/pause (Go)
+#   iptables-wrapper     kind/nodeimage/iptables-wrapper (Go): kube-proxy's iptables back end
 #   images               FROM-scratch images of those binaries, a slim kube-proxy (its
 #                        binary, iptables and their libraries), imported into the node's
 #                        containerd store with the host's containerd (no container needed)
@@ -54,7 +55,7 @@ if ! has_cap 24; then oom_restrict=true; fi
 stamp=$( {
   echo "$K8S_VERSION $(cat "$KBIN/.stamp") kind $kind_version etcd $etcd_version coredns $coredns_version"
   echo "oom_restrict $oom_restrict base $(base_key)"
-  cat "$here"/*.sh "$REPO_ROOT/kind/localnode/images/pause/main.go"
+  cat "$here"/*.sh "$here"/iptables-wrapper/*.go "$REPO_ROOT/kind/localnode/images/pause/main.go"
 } | sha256sum | cut -c1-16)
 image="csi-registrar/kind-node:$K8S_VERSION"
 if [[ "$(docker_cli image inspect -f '{{index .Config.Labels "csi-registrar.stamp"}}' "$image" 2>/dev/null)" == "$stamp" ]]; then
@@ -68,6 +69,7 @@ step "etcd $etcd_version and CoreDNS $coredns_version (Go module proxy)"
 build_etcd "$etcd_version" "$cache"
 build_coredns "$coredns_version" "$cache"
 (cd "$REPO_ROOT/kind/localnode/images/pause" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w' -o "$cache/bin/pause" .)
+(cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w' -o "$cache/bin/iptables-wrapper" ./kind/nodeimage/iptables-wrapper)
 
 step "Debian base (mmdebstrap; cached)"
 base=$(build_base)
@@ -95,7 +97,7 @@ if [[ "$kind_pause" != "$(image_ref pause)" ]]; then
   docker_cli tag "$(image_ref pause)" "$kind_pause"
   refs+=("$kind_pause")
 fi
-kube_proxy_image "$(image_ref kube-proxy)" "$KBIN/kube-proxy" "$root"
+kube_proxy_image "$(image_ref kube-proxy)" "$KBIN/kube-proxy" "$cache/bin/iptables-wrapper" "$root"
 refs+=("$(image_ref kube-proxy)")
 docker_cli save -o "$work/images.tar" "${refs[@]}"
 

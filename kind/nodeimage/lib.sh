@@ -94,24 +94,28 @@ scratch_image() {
   rm -rf "$d"
 }
 
-# kube_proxy_image REF BINARY ROOTFS: kube-proxy with iptables (legacy and nft
-# back ends: the xtables multi binaries) and the libraries they load, taken from
-# the node's root file system; about 50 MB instead of a whole Debian.
+# kube_proxy_image REF BINARY WRAPPER ROOTFS: kube-proxy with iptables (legacy and
+# nft back ends: the xtables multi binaries, their extensions and the libraries
+# they load, taken from the node's root file system; about 90 MB instead of a
+# whole Debian). WRAPPER (iptables-wrapper/) stands in for the iptables names and
+# picks the back end the node's kubelet uses, as the upstream image does.
 kube_proxy_image() {
-  local ref=$1 bin=$2 root=$3 d f
+  local ref=$1 bin=$2 wrapper=$3 root=$4 d f xt
   d=$(mktemp -d "$work/image.XXXXXX")
   install -D -m 0755 "$bin" "$d/usr/local/bin/kube-proxy"
-  for f in /usr/sbin/xtables-legacy-multi /usr/sbin/xtables-nft-multi; do
-    install -D -m 0755 "$root$f" "$d$f"
+  install -D -m 0755 "$wrapper" "$d/usr/sbin/iptables-wrapper"
+  xt=$(cd "$root" && ls -d usr/lib/*-linux-gnu/xtables)
+  mkdir -p "$d/$xt"
+  cp -a "$root/$xt/." "$d/$xt/"
+  for f in /usr/sbin/xtables-legacy-multi /usr/sbin/xtables-nft-multi "/$xt"/*.so; do
+    [[ "$f" == *.so ]] || install -D -m 0755 "$root$f" "$d$f"
     chroot "$root" ldd "$f" | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}'
   done | sort -u | while read -r f; do
     mkdir -p "$d$(dirname "$f")"
     cp -L "$root$f" "$d$f"
   done
-  # The node's iptables mode is legacy (kind's entrypoint picks it when the node's
-  # network namespace has no nft rules); the -nft names are there as well.
   for f in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
-    ln -s xtables-legacy-multi "$d/usr/sbin/$f"
+    ln -s iptables-wrapper "$d/usr/sbin/$f"
     ln -s xtables-legacy-multi "$d/usr/sbin/${f/tables/tables-legacy}"
     ln -s xtables-nft-multi "$d/usr/sbin/${f/tables/tables-nft}"
   done
