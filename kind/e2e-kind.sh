@@ -9,7 +9,8 @@ rc=0
 bash "$here/cluster.sh" up || rc=$?
 if [[ $rc -eq 0 ]]; then
   eval "$(bash "$here/cluster.sh" env)"
-  E2E_PROVIDER=kind "$E2E_TEST" -test.v -test.count=1 -test.timeout="${E2E_TIMEOUT:-40m}" "$@" || rc=$?
+  # E2E_KEEP=1 for the suite: cluster.sh down below removes the cluster and all the rest.
+  E2E_KEEP=1 E2E_PROVIDER=kind "$E2E_TEST" -test.v -test.count=1 -test.timeout="${E2E_TIMEOUT:-40m}" "$@" || rc=$?
 fi
 if [[ -z "${E2E_KEEP:-}" ]]; then bash "$here/cluster.sh" down || { [[ $rc -ne 0 ]] || rc=1; }; fi
 exit "$rc"

@@ -3,7 +3,7 @@
 #   K8S=1.34 bash kind/nodeimage/build.sh      (K8S: 1.34 default, 1.35, 1.36)
 # Prints the image reference as its last line. Pieces, each cached under
 # $KIND_CACHE/<Kubernetes version>/ (a second build with nothing changed takes seconds):
-#   Debian base          mmdebstrap from the host's apt sources (rootfs.sh)
+#   Debian base          mmdebstrap from the host's apt sources (lib.sh build_base)
 #   kind's node files    images/base/files of sigs.k8s.io/kind in the module cache (go.mod's version)
 #   Kubernetes           kind/localnode/build.sh --with-kind: the local node's build, same cache
 #   etcd, CoreDNS        built from the Go module proxy at the versions kubeadm asks for
@@ -27,6 +27,15 @@ exec {lockfd}>"$cache/build.lock"
 flock -n "$lockfd" || { step "node image: another build of $K8S_VERSION runs: waiting"; flock "$lockfd"; }
 
 install_debs mmdebstrap containerd jq
+# A private dockerd this build starts is stopped again at its end (kind/cluster.sh
+# starts it first when it calls this, and keeps it).
+work="" stop_engine=false
+cleanup() {
+  [[ -z "$work" ]] || rm -rf "$work"
+  if $stop_engine; then bash "$REPO_ROOT/kind/dockerd/dockerd.sh" stop >&2; fi
+}
+trap cleanup EXIT
+if ! user_docker_answers && ! bash "$REPO_ROOT/kind/dockerd/dockerd.sh" status; then stop_engine=true; fi
 use_engine >&2
 
 step "node image $K8S_VERSION: Kubernetes binaries (kind/localnode/build.sh --with-kind)"
@@ -76,7 +85,6 @@ base=$(build_base)
 
 work="$cache/work"
 rm -rf "$work" && mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
 mkdir "$root"
 tar -C "$root" -xf "$base"
