@@ -69,15 +69,15 @@ func TestTemplate(t *testing.T) {
 // 1. With manifests/ (the registrar sidecar): the example pod runs with its
 // inline volume mounted, and deleting it leaves nothing behind.
 func testEphemeralSidecar(t *testing.T) {
-	ctx, node := begin(t)
-	ephemeralVolumeCase(t, ctx, node)
+	ctx, _ := begin(t)
+	ephemeralVolumeCase(t, ctx)
 }
 
 // 2. In-process registration: uninstall manifests/, install the single-
 // container variant, check that it registers, then run case 1's checks.
 // manifests/ is deployed again at the end, as the other cases expect it.
 func testEphemeralInProcess(t *testing.T) {
-	ctx, node := begin(t)
+	ctx, _ := begin(t)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -124,17 +124,19 @@ func testEphemeralInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	measure(t, "apply -k "+inProcessOverlay+" -> pod Ready and registered", time.Since(t1))
-	pod := podOn(t, ctx, node)
-	if names := containerNames(pod); len(names) != 1 || names[0] != "driver" {
-		t.Errorf("pod %s runs containers %q, want only the driver", pod.Name, names)
-	}
-	regSocket(t, ctx, node)
-	checkRegistered(t, ctx, node)
-	if code, body, err := cl.Readyz(ctx, pod.Name); err != nil || code != 200 {
-		t.Errorf("/readyz of the in-process driver: %d %q %v, want 200", code, body, err)
+	for _, node := range allNodes {
+		pod := podOn(t, ctx, node)
+		if names := containerNames(pod); len(names) != 1 || names[0] != "driver" {
+			t.Errorf("pod %s runs containers %q, want only the driver", pod.Name, names)
+		}
+		regSocket(t, ctx, node)
+		checkRegistered(t, ctx, node)
+		if code, body, err := cl.Readyz(ctx, pod.Name); err != nil || code != 200 {
+			t.Errorf("/readyz of the in-process driver on %s: %d %q %v, want 200", node, code, body, err)
+		}
 	}
 
-	ephemeralVolumeCase(t, ctx, node)
+	ephemeralVolumeCase(t, ctx)
 }
 
 func containerNames(p *corev1.Pod) []string {
@@ -145,18 +147,21 @@ func containerNames(p *corev1.Pod) []string {
 	return out
 }
 
-// ephemeralVolumeCase applies manifests/examples/ and checks: the pod reaches
-// Running and Ready, the node has exactly one mount at the volume's target
-// path, its source is a directory of the driver's state directory holding the
-// file the pod wrote; deleting the pod leaves no mount under the pod's
-// directory, no target path, no volume directory and no pod directory.
-func ephemeralVolumeCase(t *testing.T, ctx context.Context, node string) {
+// ephemeralVolumeCase applies manifests/examples/ and runs the example pod on
+// every node in turn: where the scheduler puts it first, then a copy of it
+// bound to each other node (spec.nodeName). On each node it checks: the pod
+// reaches Running and Ready, the node has exactly one mount at the volume's
+// target path, its source is a directory of the driver's state directory
+// holding the file the pod wrote; deleting the pod leaves no mount under the
+// pod's directory, no target path, no volume directory and no pod directory.
+func ephemeralVolumeCase(t *testing.T, ctx context.Context) {
 	t.Helper()
 	stateDir := driverStateDir(t, ctx)
 	pods := cl.Client.CoreV1().Pods(exampleNamespace)
+	current := ""
 	t.Cleanup(func() {
 		if t.Failed() {
-			exampleDiagnostics(t, node)
+			exampleDiagnostics(t, current)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
@@ -169,9 +174,48 @@ func ephemeralVolumeCase(t *testing.T, ctx context.Context, node string) {
 	if err := cl.Apply(ctx, examplesDir); err != nil {
 		t.Fatal(err)
 	}
+	pod := waitExamplePod(t, ctx)
+	measure(t, "apply -k "+examplesDir+" -> pod Running and Ready", time.Since(t0))
+	template := pod.DeepCopy()
+	done := map[string]bool{}
+	for {
+		current = pod.Spec.NodeName
+		ephemeralVolumeOn(t, ctx, pod, stateDir)
+		done[current] = true
+		next := ""
+		for _, n := range allNodes {
+			if !done[n] {
+				next = n
+				break
+			}
+		}
+		if next == "" {
+			return
+		}
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: template.Name, Namespace: template.Namespace, Labels: template.Labels},
+			Spec:       *template.Spec.DeepCopy(),
+		}
+		p.Spec.NodeName = next
+		t1 := time.Now()
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		current = next
+		pod = waitExamplePod(t, ctx)
+		measure(t, "example pod bound to "+next+" -> Running and Ready", time.Since(t1))
+		if pod.Spec.NodeName != next {
+			t.Fatalf("example pod on node %q, want %q", pod.Spec.NodeName, next)
+		}
+	}
+}
+
+// waitExamplePod waits until the example pod is Running and Ready.
+func waitExamplePod(t *testing.T, ctx context.Context) *corev1.Pod {
+	t.Helper()
 	var pod *corev1.Pod
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, podWait, true, func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, examplePod, metav1.GetOptions{})
+		p, err := cl.Client.CoreV1().Pods(exampleNamespace).Get(ctx, examplePod, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -187,10 +231,15 @@ func ephemeralVolumeCase(t *testing.T, ctx context.Context, node string) {
 	if err != nil {
 		t.Fatalf("example pod not Running and Ready within %s: %v", podWait, err)
 	}
-	measure(t, "apply -k "+examplesDir+" -> pod Running and Ready", time.Since(t0))
-	if pod.Spec.NodeName != node {
-		t.Fatalf("example pod on node %q, want %q", pod.Spec.NodeName, node)
-	}
+	return pod
+}
+
+// ephemeralVolumeOn checks the running example pod's volume on its node,
+// deletes the pod and checks that the node is left clean.
+func ephemeralVolumeOn(t *testing.T, ctx context.Context, pod *corev1.Pod, stateDir string) {
+	t.Helper()
+	pods := cl.Client.CoreV1().Pods(exampleNamespace)
+	node := pod.Spec.NodeName
 	uid := string(pod.UID)
 	podDir := filepath.Join(KubeletRoot, "pods", uid)
 	target := filepath.Join(podDir, "volumes", "kubernetes.io~csi", exampleVolume, "mount")
