@@ -70,8 +70,13 @@ up() {
     mode=offline
     if docker_cli image inspect "$(pinned_image)" >/dev/null 2>&1; then
       mode=pinned
-    elif [[ -z "$(engine_env)" ]] && timeout 120 docker_cli pull -q "$(pinned_image)" >/dev/null 2>&1; then
-      mode=pinned
+    else
+      step "pulling $(pinned_image)"
+      if timeout 300 docker_cli pull -q "$(pinned_image)" >"$STATE/pull.log" 2>&1; then
+        mode=pinned
+      else
+        echo "  pull failed: $(tail -n1 "$STATE/pull.log")"
+      fi
     fi
   fi
   case "$mode" in
