@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	yaml "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/kind/pkg/apis/config/defaults"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
 	kindlog "sigs.k8s.io/kind/pkg/log"
@@ -20,8 +21,8 @@ import (
 
 const configFile = "cluster.yaml"
 
-// kindestNodeV134 is a pinned Kubernetes v1.34 node image: tag and digest.
-var kindestNodeV134 = regexp.MustCompile(`^kindest/node:v1\.34\.[0-9]+@sha256:[0-9a-f]{64}$`)
+// pinnedNode is a node image pinned by tag and digest.
+var pinnedNode = regexp.MustCompile(`^kindest/node:v1\.[0-9]+\.[0-9]+@sha256:[0-9a-f]{64}$`)
 
 // fakeRuntime is a stand-in for nerdctl that lets kind's Provider.Create run
 // up to the first provisioning step and no further. It answers `info` (a
@@ -79,15 +80,15 @@ func TestClusterConfigLoadsWithKind(t *testing.T) {
 		t.Fatalf("kind stopped at %v, want the fake runtime's network step", err)
 	}
 	for _, img := range images {
-		if !kindestNodeV134.MatchString(img) {
-			t.Errorf("kind provisions image %q, want a pinned kindest/node:v1.34.x@sha256:…", img)
+		if img != defaults.Image {
+			t.Errorf("kind provisions image %q, want %q: the node image go.mod's sigs.k8s.io/kind was released with (its defaults.Image)", img, defaults.Image)
 		}
 	}
 }
 
 // TestClusterConfigShape decodes the file into kind's public v1alpha4 types,
 // as strictly as kind's loader does, and checks what the project relies on:
-// one control plane and two workers, each on a pinned v1.34 node image.
+// one control plane and two workers, each on a pinned node image.
 func TestClusterConfigShape(t *testing.T) {
 	raw, err := os.ReadFile(configFile)
 	if err != nil {
@@ -109,8 +110,8 @@ func TestClusterConfigShape(t *testing.T) {
 	roles := map[v1alpha4.NodeRole]int{}
 	for i, n := range c.Nodes {
 		roles[n.Role]++
-		if !kindestNodeV134.MatchString(n.Image) {
-			t.Errorf("node %d (%s): image %q, want a pinned kindest/node:v1.34.x@sha256:…", i, n.Role, n.Image)
+		if !pinnedNode.MatchString(n.Image) {
+			t.Errorf("node %d (%s): image %q, want a kindest/node pinned by tag and digest", i, n.Role, n.Image)
 		}
 	}
 	if len(c.Nodes) != 3 || roles[v1alpha4.ControlPlaneRole] != 1 || roles[v1alpha4.WorkerRole] != 2 {
@@ -159,7 +160,7 @@ func TestOfflineConfig(t *testing.T) {
 	const image = "csi-registrar/kind-node:test"
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	cgroupV1 := err != nil
-	for _, k8s := range []string{"1.34", "1.35", "1.36"} {
+	for _, k8s := range []string{"1.34", "1.35", "1.36", "1.37"} {
 		t.Run(k8s, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cluster.yaml")
 			cmd := exec.Command("bash", "cluster.sh", "config", image, path)
@@ -197,14 +198,14 @@ func TestOfflineConfig(t *testing.T) {
 	}
 }
 
-// TestOfflineConfigRefusesUndrivableVersion: kind (go.mod's version) writes
-// kubeadm v1beta3, which kubeadm 1.37 no longer reads: a clear error, exit 2.
-func TestOfflineConfigRefusesUndrivableVersion(t *testing.T) {
+// TestOfflineConfigRefusesUnbuiltVersion: a Kubernetes version the local node
+// does not build gets a clear error naming the supported ones, exit 2.
+func TestOfflineConfigRefusesUnbuiltVersion(t *testing.T) {
 	cmd := exec.Command("bash", "cluster.sh", "config", "x", filepath.Join(t.TempDir(), "c.yaml"))
-	cmd.Env = append(os.Environ(), "K8S=1.37")
+	cmd.Env = append(os.Environ(), "K8S=1.33")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "v1beta3") {
-		t.Fatalf("K8S=1.37: err %v, output %q; want exit 2 naming v1beta3", err, out)
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "supported: 1.34 1.35 1.36 1.37") {
+		t.Fatalf("K8S=1.33: err %v, output %q; want exit 2 naming the supported versions", err, out)
 	}
 }

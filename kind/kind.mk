@@ -4,7 +4,7 @@
 demo: ## build, bring up a cluster (kind when Docker answers or KIND=1, else the local node: K8S=1.34…1.37), deploy manifests/, show what the kubelet wrote
 	@$(call with_node_lock,bash kind/demo.sh up)
 
-kind-node-image: ## kind node image built here, no registry needed (K8S=1.34|1.35|1.36; cached: seconds when current)
+kind-node-image: ## kind node image built here, no registry needed (K8S=1.34…1.37, newest by default; cached: seconds when current)
 	bash kind/nodeimage/build.sh
 
 demo-down: ## tear the demo down (no process, mount or socket left)

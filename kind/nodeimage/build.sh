@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make kind-node-image: a kind node image built here, with no container registry.
-#   K8S=1.34 bash kind/nodeimage/build.sh      (K8S: 1.34 default, 1.35, 1.36)
+#   [K8S=1.34|1.35|1.36|1.37] bash kind/nodeimage/build.sh   (newest by default, as the local node)
 # Prints the image reference as its last line. Pieces, each cached under
 # $KIND_CACHE/<Kubernetes version>/ (a second build with nothing changed takes seconds):
 #   Debian base          mmdebstrap from the host's apt sources (lib.sh build_base)

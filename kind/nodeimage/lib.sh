@@ -8,17 +8,12 @@ NODE_PACKAGES=(systemd systemd-sysv dbus conntrack iptables nftables iproute2 et
   libseccomp2 pigz bash ca-certificates curl jq procps containerd runc containernetworking-plugins socat)
 
 # kind_k8s_env: K8S_VERSION, K8S_MINOR and LOCALNODE_BIN of the Kubernetes build the
-# image is made of: K8S (or K8S_VERSION), 1.34 by default (the minor of the pinned
-# kindest/node of kind/cluster.yaml). Exits 2 on a version kind cannot drive.
+# image is made of: the local node's parameter and default (K8S=1.34 … 1.37, newest
+# by default, as kind/cluster.yaml's pinned kindest/node). Exits 2 on a version the
+# local node does not build.
 kind_k8s_env() {
-  local want=${K8S:-${K8S_VERSION:-1.34}} vars
-  want=${want#v}
-  if [[ "$want" =~ ^1\.([0-9]+)(\.[0-9]+)?$ ]] && ((BASH_REMATCH[1] >= 37)); then
-    echo "K8S=$want: kind $(cd "$REPO_ROOT" && go list -m -f '{{.Version}}' sigs.k8s.io/kind) writes kubeadm configuration v1beta3, which kubeadm 1.37 no longer reads;" \
-      "use K8S=1.34, 1.35 or 1.36 for kind (the local node runs 1.37)" >&2
-    exit 2
-  fi
-  vars=$(K8S=$want bash -c 'source "$1" && printf "K8S_VERSION=%q K8S_MINOR=%q LOCALNODE_BIN=%q\n" "$K8S_VERSION" "$K8S_MINOR" "$LOCALNODE_BIN"' _ "$REPO_ROOT/kind/localnode/env.sh") || exit 2
+  local vars
+  vars=$(bash -c 'source "$1" && printf "K8S_VERSION=%q K8S_MINOR=%q LOCALNODE_BIN=%q\n" "$K8S_VERSION" "$K8S_MINOR" "$LOCALNODE_BIN"' _ "$REPO_ROOT/kind/localnode/env.sh") || exit 2
   eval "$vars"
 }
 
