@@ -86,11 +86,11 @@ func TestClusterConfigLoadsWithKind(t *testing.T) {
 	}
 }
 
-// TestClusterConfigShape decodes the file into kind's public v1alpha4 types,
-// as strictly as kind's loader does, and checks what the project relies on:
-// one control plane and two workers, each on a pinned node image.
-func TestClusterConfigShape(t *testing.T) {
-	raw, err := os.ReadFile(configFile)
+// decodeStrict decodes a kind config file into kind's public v1alpha4 types,
+// unknown fields failing, as kind's loader decodes it.
+func decodeStrict(t *testing.T, path string) v1alpha4.Cluster {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +98,16 @@ func TestClusterConfigShape(t *testing.T) {
 	d := yaml.NewDecoder(bytes.NewReader(raw))
 	d.KnownFields(true)
 	if err := d.Decode(&c); err != nil {
-		t.Fatalf("%s: %v", configFile, err)
+		t.Fatalf("%s: %v\n%s", path, err, raw)
 	}
+	return c
+}
+
+// TestClusterConfigShape decodes the file into kind's public v1alpha4 types,
+// as strictly as kind's loader does, and checks what the project relies on:
+// one control plane and two workers, each on a pinned node image.
+func TestClusterConfigShape(t *testing.T) {
+	c := decodeStrict(t, configFile)
 	if c.Kind != "Cluster" || c.APIVersion != "kind.x-k8s.io/v1alpha4" {
 		t.Errorf("kind %q apiVersion %q, want Cluster kind.x-k8s.io/v1alpha4", c.Kind, c.APIVersion)
 	}
@@ -177,16 +185,7 @@ func TestOfflineConfig(t *testing.T) {
 					t.Errorf("kind provisions %q, want %q", img, image)
 				}
 			}
-			raw, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var c v1alpha4.Cluster
-			d := yaml.NewDecoder(bytes.NewReader(raw))
-			d.KnownFields(true)
-			if err := d.Decode(&c); err != nil {
-				t.Fatalf("%s: %v", raw, err)
-			}
+			c := decodeStrict(t, path)
 			if len(c.Nodes) != 3 || !c.Networking.DisableDefaultCNI {
 				t.Errorf("%d nodes, disableDefaultCNI %v; want 3 and true", len(c.Nodes), c.Networking.DisableDefaultCNI)
 			}

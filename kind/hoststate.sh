@@ -18,12 +18,15 @@ set -euo pipefail
 
 snapshot() {
   local t
+  # A tool that is not installed shows as no rules: the harness may install it
+  # (docker.io pulls in iptables), and an empty rule set is what it then shows.
   for t in iptables ip6tables iptables-legacy ip6tables-legacy; do
-    command -v "$t-save" >/dev/null 2>&1 || continue
     echo "## $t"
+    command -v "$t-save" >/dev/null 2>&1 || continue
     "$t-save" 2>/dev/null | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//' || true
   done
-  if command -v nft >/dev/null 2>&1; then echo "## nft"; nft list ruleset 2>/dev/null || true; fi
+  echo "## nft"
+  if command -v nft >/dev/null 2>&1; then nft list ruleset 2>/dev/null || true; fi
   echo "## sysctl"
   sysctl -a 2>/dev/null | grep -vE \
     -e '^(kernel\.(random|ns_last_pid|pty\.nr|sched_domain)|fs\.(dentry-state|inode-nr|inode-state|file-nr|quota)|net\.netfilter\.nf_conntrack_count)' \

@@ -37,7 +37,8 @@ e2e: e2e-build ## end-to-end suite on the local node: up if needed, 7 cases, tor
 # and everything is removed again and the host checked (E2E_KEEP=1 keeps it). Under
 # the node lock: kind's kubelets change the same host-wide kernel state as the local node's.
 e2e-kind: e2e-build ## end-to-end suite on kind: kind/cluster.yaml's 3 nodes (Docker, else a private dockerd), all removed at the end
-	@$(call with_node_lock,env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh $(E2E_ARGS))
+	@$(call with_node_lock,$(E2E_KIND_RUN) $(E2E_ARGS))
+E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh
 
 # The suite on every Kubernetes version the local node supports, oldest first, under
 # one hold of the node's lock; the table goes to bin/e2e/matrix/table.md.
@@ -51,13 +52,13 @@ e2e-matrix: ## e2e on Kubernetes 1.34, 1.35, 1.36, 1.37 in turn (local node): a 
 # (kind/e2e/driver_suite_test.go): the registration cases that make sense for
 # any driver. DRIVER is a kustomize directory or a manifest file; DRIVER_IMAGES
 # the image archives its manifests need (comma-separated). E2E_PROVIDER=kind
-# runs it on kind, otherwise it runs on the local node under its lock, as e2e.
+# runs it on kind as e2e-kind does, otherwise on the local node as e2e (both under the node lock).
 DRIVER        ?=
 DRIVER_IMAGES ?=
 e2e_comma     := ,
 e2e_space     := $() $()
 # Paths made absolute: the suite resolves relative ones from the repository root.
-E2E_DRIVER_RUN = $(E2E_RUN) -driver=$(abspath $(DRIVER)) \
+E2E_DRIVER_FLAGS = -driver=$(abspath $(DRIVER)) \
 	-driver-images=$(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(DRIVER_IMAGES))))
 .PHONY: e2e-driver e2e-driver-args
 
@@ -69,7 +70,7 @@ e2e-driver-args:
 
 e2e-driver: e2e-driver-args e2e-build ## registration cases on your driver: DRIVER=<kustomize dir|manifest> [DRIVER_IMAGES=a.tar,b.tar]
 	@if [ "$${E2E_PROVIDER:-local}" = kind ]; then \
-	  E2E_PROVIDER=kind E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_DRIVER_RUN); \
+	  $(call with_node_lock,env E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_KIND_RUN) $(E2E_DRIVER_FLAGS) $(E2E_ARGS)); \
 	else \
-	  $(call with_node_lock,env E2E_LOCKED=1 E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_DRIVER_RUN)); \
+	  $(call with_node_lock,env E2E_LOCKED=1 E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_RUN) $(E2E_DRIVER_FLAGS)); \
 	fi

@@ -14,19 +14,8 @@ export T0
 step() { echo "[$(($(date +%s) - T0))s] $*"; }
 die() { echo "error: $*" >&2; exit 1; }
 
-# install_debs PKG...: install the Debian packages that are missing
-# (apt-get update first, no recommends); nothing when all are there.
-install_debs() {
-  local p missing=()
-  for p in "$@"; do
-    [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" == installed ]] || missing+=("$p")
-  done
-  [[ ${#missing[@]} -gt 0 ]] || return 0
-  [[ $(id -u) -eq 0 ]] || die "need root to install the Debian packages ${missing[*]}"
-  echo "installing Debian packages: ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
+# install_debs PKG...: install the Debian packages that are missing (kind/localnode/install-deps.sh).
+install_debs() { bash "$REPO_ROOT/kind/localnode/install-deps.sh" "$@" >&2; }
 
 docker_cli() { docker "$@"; }
 

@@ -25,16 +25,8 @@ DOCKERD_LOG="$KIND_CACHE/dockerd.log"
 # not there before, so that stop removes exactly that (if still empty).
 DOCKERD_STRAY="$DOCKERD_RUN/stray-dirs"
 
-# missing_caps: names of the capabilities the kernel knows (cap_last_cap) that the
-# bounding set of this process lacks, one per line.
-missing_caps() {
-  local last bnd b
-  last=$(cat /proc/sys/kernel/cap_last_cap)
-  bnd=$((16#$(awk '/^CapBnd:/ {print $2}' /proc/self/status)))
-  for ((b = 0; b <= last; b++)); do
-    (((bnd >> b) & 1)) || echo "bit $b"
-  done
-}
+# missing_caps: the capabilities the bounding set of this process lacks, by name.
+missing_caps() { bash "$here/runc-capfilter" --missing-caps; }
 
 running() {
   local pid
@@ -60,7 +52,7 @@ start() {
   if [[ -n "$(missing_caps)" ]]; then
     install -m 0755 "$here/runc-capfilter" "$KIND_CACHE/bin/runc-capfilter"
     runtime_args=(--add-runtime "capfilter=$KIND_CACHE/bin/runc-capfilter" --default-runtime capfilter)
-    echo "private dockerd: the host's capability bounding set lacks capability $(missing_caps | tr "\n" " ")(see capability.h): runtime runc-capfilter drops it from containers"
+    echo "private dockerd: the host's capability bounding set lacks $(missing_caps | paste -sd, -): runtime runc-capfilter drops it from containers"
   fi
   # Our own config file: a user's /etc/docker/daemon.json is not read, and the
   # engine's identity key is kept with its data instead of /etc/docker/key.json.
