@@ -72,7 +72,7 @@ up() {
       mode=pinned
     else
       step "pulling $(pinned_image)"
-      if timeout 300 docker_cli pull -q "$(pinned_image)" >"$STATE/pull.log" 2>&1; then
+      if timeout 300 docker pull -q "$(pinned_image)" >"$STATE/pull.log" 2>&1; then
         mode=pinned
       else
         echo "  pull failed: $(tail -n1 "$STATE/pull.log")"
