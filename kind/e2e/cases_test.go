@@ -65,7 +65,10 @@ func beginCase(t *testing.T, want DriverConfig) (context.Context, string) {
 			t.Logf("diagnostics:\n%s", cl.Diagnostics(dctx, allNodes))
 		}
 	})
-	if err := cl.WaitDeployed(ctx, want, shortWait); err == nil {
+	// Uninstalled (as case 7 leaves it): nothing to wait for.
+	if _, err := cl.Client.AppsV1().DaemonSets(cl.Namespace).Get(ctx, cl.DaemonSet, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		t.Logf("not deployed (no DaemonSet %s/%s); applying manifests/", cl.Namespace, cl.DaemonSet)
+	} else if err := cl.WaitDeployed(ctx, want, shortWait); err == nil {
 		return ctx, allNodes[0]
 	} else {
 		t.Logf("not deployed as manifests/ says: %v; applying it again", err)
