@@ -44,8 +44,13 @@ use_engine() {
   eval "$(bash "$REPO_ROOT/kind/dockerd/dockerd.sh" env)"
 }
 
+# kind_bin: bin/kind at go.mod's version of sigs.k8s.io/kind (built again when it differs).
 kind_bin() {
-  [[ -x "$REPO_ROOT/bin/kind" ]] || (cd "$REPO_ROOT" && go build -o bin/kind sigs.k8s.io/kind)
+  local want
+  want=$(cd "$REPO_ROOT" && go list -m -f '{{.Version}}' sigs.k8s.io/kind)
+  if [[ "$("$REPO_ROOT/bin/kind" version 2>/dev/null | awk '{print $2}')" != "$want" ]]; then
+    (cd "$REPO_ROOT" && go build -o bin/kind sigs.k8s.io/kind) >&2
+  fi
   echo "$REPO_ROOT/bin/kind"
 }
 
