@@ -201,7 +201,10 @@ func ConfigOf(ds *appsv1.DaemonSet) (DriverConfig, error) {
 	return d, nil
 }
 
-// Pods returns the DaemonSet's pods that are not terminating, by node name.
+// Pods returns the DaemonSet's pods that are bound to a node and not
+// terminating, by node name. (A pod the scheduler has not bound yet has no
+// node name: on kind's three nodes the DaemonSet's new pods can be listed in
+// that state.)
 func (c *Cluster) Pods(ctx context.Context) (map[string]*corev1.Pod, error) {
 	l, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: c.Selector})
 	if err != nil {
@@ -210,7 +213,7 @@ func (c *Cluster) Pods(ctx context.Context) (map[string]*corev1.Pod, error) {
 	pods := map[string]*corev1.Pod{}
 	for i := range l.Items {
 		p := &l.Items[i]
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
 			continue
 		}
 		if other, dup := pods[p.Spec.NodeName]; dup {

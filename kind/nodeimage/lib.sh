@@ -72,7 +72,7 @@ build_etcd() {
 build_coredns() {
   local v=$1 c=$2
   if [[ -x "$c/bin/coredns" && "$("$c/bin/coredns" -version 2>/dev/null | head -n1)" == "CoreDNS-${v#v}" ]]; then return; fi
-  step "  CoreDNS $v: first build takes about 6 min on 2 cores" >&2
+  step "  CoreDNS $v: first build takes about 4 min on 2 cores" >&2
   CGO_ENABLED=0 GOBIN="$c/bin" go install -trimpath -ldflags '-s -w' "github.com/coredns/coredns@$v" ||
     die "CoreDNS $v did not build"
 }
@@ -91,7 +91,7 @@ scratch_image() {
 
 # kube_proxy_image REF BINARY WRAPPER ROOTFS: kube-proxy with iptables (legacy and
 # nft back ends: the xtables multi binaries, their extensions and the libraries
-# they load, taken from the node's root file system; about 90 MB instead of a
+# they load, taken from the node's root file system, instead of a
 # whole Debian). WRAPPER (iptables-wrapper/) stands in for the iptables names and
 # picks the back end the node's kubelet uses, as the upstream image does.
 kube_proxy_image() {
