@@ -45,7 +45,8 @@ start() {
   mkdir -p "$DOCKERD_RUN" "$DOCKERD_DATA" "$KIND_CACHE/bin"
   : >"$DOCKERD_STRAY"
   local d
-  for d in /run/docker /run/docker/plugins /etc/docker; do
+  # (/run/containerd/s: the shim sockets' directory of the containerd dockerd starts.)
+  for d in /run/docker /run/docker/plugins /etc/docker /run/containerd /run/containerd/s; do
     [[ -e "$d" ]] || echo "$d" >>"$DOCKERD_STRAY"
   done
   local runtime_args=()
