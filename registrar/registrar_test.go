@@ -126,7 +126,7 @@ func TestExitKeepsReplacedFile(t *testing.T) {
 func TestStaleSocketReplaced(t *testing.T) {
 	e := newEnv(t)
 	sock := e.regSock(stubName)
-	staleSocket(t, sock)
+	registrartest.StaleSocket(t, sock)
 	if answers(sock) {
 		t.Fatal("the stale socket answers")
 	}
@@ -134,17 +134,6 @@ func TestStaleSocketReplaced(t *testing.T) {
 	startRegistrar(t, e, nil, nil)
 	// (Inode numbers are reused at once on tmpfs, so "answers" is the test.)
 	eventually(t, "an answering registration socket", func() bool { return isSocket(sock) && answers(sock) })
-}
-
-// staleSocket leaves a socket file with no listener, as a killed process does.
-func staleSocket(t *testing.T, path string) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
 }
 
 // TestLiveSocketNotRemoved: a socket another process serves is never

@@ -547,31 +547,8 @@ func testKubeletRestarted(t *testing.T) {
 	if bad := nodeRec.All(0, annotated(n, true)); bad != nil {
 		t.Errorf("annotation was not intact during the restart: %s at +%.3fs: %q", bad.Type, bad.At.Sub(t0).Seconds(), bad.State.Node(n).Annotations[NodeIDAnnotation])
 	}
-	checkRestarts(t, ctx, pod, nil)
+	checkSameContainers(t, ctx, pod, nil)
 	checkRegistered(t, ctx, n)
-}
-
-// checkRestarts compares the pod's containers now with before: same
-// container IDs and restart counts, except the counts in bumped, which must
-// have grown by exactly that much.
-func checkRestarts(t *testing.T, ctx context.Context, before *corev1.Pod, bumped map[string]int32) {
-	t.Helper()
-	now, err := cl.Client.CoreV1().Pods(cl.Namespace).Get(ctx, before.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if now.UID != before.UID {
-		t.Fatalf("pod %s was replaced", before.Name)
-	}
-	for _, c := range []string{"driver", "registrar"} {
-		b, a := ContainerStatus(before, c), ContainerStatus(now, c)
-		if want := b.RestartCount + bumped[c]; a.RestartCount != want {
-			t.Errorf("container %s: restartCount %d, want %d", c, a.RestartCount, want)
-		}
-		if bumped[c] == 0 && a.ContainerID != b.ContainerID {
-			t.Errorf("container %s was replaced: %s -> %s", c, b.ContainerID, a.ContainerID)
-		}
-	}
 }
 
 // 4. Registration socket removed on the node: the kubelet unregisters the
@@ -622,7 +599,7 @@ func testSocketRemoved(t *testing.T) {
 			t.Errorf("%s grew by %v, want %v", s, d, want)
 		}
 	}
-	checkRestarts(t, ctx, pod, nil)
+	checkSameContainers(t, ctx, pod, nil)
 	checkRegistered(t, ctx, n)
 	checkDoctorStaleSocket(t, ctx, n) // what a killed registrar leaves, named by csi-registrar doctor
 }
@@ -660,7 +637,7 @@ func testDriverKilled(t *testing.T) {
 	if bad := nodeRec.All(0, annotated(n, true)); bad != nil {
 		t.Errorf("annotation changed while the driver was dead: %s at +%.3fs", bad.Type, bad.At.Sub(t0).Seconds())
 	}
-	checkRestarts(t, ctx, pod, map[string]int32{"driver": 1})
+	checkSameContainers(t, ctx, pod, map[string]int32{"driver": 1})
 	now := podOn(t, ctx, n)
 	if rc := ContainerStatus(now, "registrar").RestartCount; rc != 0 {
 		t.Errorf("registrar restartCount %d, want 0", rc)

@@ -188,15 +188,9 @@ func driverSetup(ctx context.Context, root string) error {
 	}
 	cl.Namespace, cl.DaemonSet, cl.Selector, cl.MetricsPort = spec.Namespace, ds.Name, sel.String(), spec.HTTPPort
 
-	nl, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if allNodes, err = cl.NodeNames(ctx); err != nil {
 		return err
 	}
-	allNodes = nil
-	for _, n := range nl.Items {
-		allNodes = append(allNodes, n.Name)
-	}
-	sort.Strings(allNodes)
 
 	// A clean slate: nothing of the driver's deployed, and no socket of it
 	// left in plugins_registry by a killed registrar of an earlier run.

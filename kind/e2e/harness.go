@@ -201,6 +201,20 @@ func ConfigOf(ds *appsv1.DaemonSet) (DriverConfig, error) {
 	return d, nil
 }
 
+// NodeNames returns the names of the cluster's nodes, sorted.
+func (c *Cluster) NodeNames(ctx context.Context) ([]string, error) {
+	nl, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(nl.Items))
+	for _, n := range nl.Items {
+		names = append(names, n.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // Pods returns the DaemonSet's pods that are bound to a node and not
 // terminating, by node name. (A pod the scheduler has not bound yet has no
 // node name: on kind's three nodes the DaemonSet's new pods can be listed in

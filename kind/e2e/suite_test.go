@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,15 +169,9 @@ func setup(ctx context.Context, root string) error {
 	}
 	logf("manifests/ configures: driver %s, node ID = node name, topology %v, max volumes %d", cfg.Driver, cfg.Topology, cfg.MaxVolumes)
 
-	nl, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if allNodes, err = cl.NodeNames(ctx); err != nil {
 		return err
 	}
-	allNodes = nil
-	for _, n := range nl.Items {
-		allNodes = append(allNodes, n.Name)
-	}
-	sort.Strings(allNodes)
 
 	t = time.Now()
 	if err := cl.Delete(ctx, manifestsDir); err != nil {

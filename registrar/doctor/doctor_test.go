@@ -14,6 +14,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/doctor"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 
 // TestHealthy: a driver with its registration socket, as deployed, gives no
@@ -71,7 +72,7 @@ func TestFaults(t *testing.T) {
 	}{
 		{"stale socket", func(t *testing.T, n *node, _ *doctor.Options) (doctor.Severity, string, []string) {
 			p := filepath.Join(n.registry, "gone.csi.example.com-reg.sock")
-			staleSocket(t, p)
+			registrartest.StaleSocket(t, p)
 			return doctor.SeverityError, p, []string{"stale socket", "connection refused"}
 		}},
 		{"hung server", func(t *testing.T, n *node, _ *doctor.Options) (doctor.Severity, string, []string) {
@@ -117,7 +118,7 @@ func TestFaults(t *testing.T) {
 		}},
 		{"endpoint stale", func(t *testing.T, n *node, _ *doctor.Options) (doctor.Severity, string, []string) {
 			p := filepath.Join(n.dir, "s.sock")
-			staleSocket(t, p)
+			registrartest.StaleSocket(t, p)
 			n.register(t, "s.csi.example.com-reg.sock", "s.csi.example.com", p)
 			return doctor.SeverityError, "s.csi.example.com", []string{"driver's socket " + p + " is stale"}
 		}},
@@ -159,7 +160,7 @@ func TestFaults(t *testing.T) {
 			// bind(2) refuses such a path: make the socket at a short one and
 			// move it into a deep directory, where the kubelet cannot dial it.
 			short := filepath.Join(n.dir, "l.sock")
-			staleSocket(t, short)
+			registrartest.StaleSocket(t, short)
 			deep := filepath.Join(n.registry, strings.Repeat("d", 60), strings.Repeat("e", 40))
 			if err := os.MkdirAll(deep, 0o750); err != nil {
 				t.Fatal(err)
@@ -205,11 +206,11 @@ func TestFaults(t *testing.T) {
 func TestIgnoredEntries(t *testing.T) {
 	t.Parallel()
 	n := newNode(t)
-	staleSocket(t, filepath.Join(n.registry, ".hidden-reg.sock"))
+	registrartest.StaleSocket(t, filepath.Join(n.registry, ".hidden-reg.sock"))
 	if err := os.Mkdir(filepath.Join(n.registry, ".d"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	staleSocket(t, filepath.Join(n.registry, ".d", "x-reg.sock"))
+	registrartest.StaleSocket(t, filepath.Join(n.registry, ".d", "x-reg.sock"))
 	r := n.run(t, n.opts())
 	if len(r.Findings) != 0 {
 		t.Fatalf("want no findings:\n%s", dump(r))
@@ -322,7 +323,7 @@ func TestPathTooLongHere(t *testing.T) {
 		t.Fatal(err)
 	}
 	short := filepath.Join(n.dir, "x.sock")
-	staleSocket(t, short)
+	registrartest.StaleSocket(t, short)
 	hostPath := "/reg/" + strings.Repeat("x", 20) + "-reg.sock"
 	if err := os.Rename(short, filepath.Join(root, hostPath)); err != nil {
 		t.Fatal(err)

@@ -151,18 +151,6 @@ func (n *node) healthyDriver(t *testing.T, name string) (regSock, driverSock str
 	return n.register(t, name+"-reg.sock", name, driverSock), driverSock
 }
 
-// staleSocket leaves a socket file nobody listens on, as a killed process
-// does: bind and listen, then close without unlinking.
-func staleSocket(t *testing.T, path string) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
-}
-
 // hungSocket serves a listener that accepts connections and never answers
 // (no HTTP/2 handshake), like a process stuck before serving gRPC.
 func hungSocket(t *testing.T, path string) {

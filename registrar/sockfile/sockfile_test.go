@@ -12,25 +12,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
-
-// stale leaves a dead socket at path: bound, then closed without unlinking,
-// as a process that was killed leaves it.
-func stale(t *testing.T, path string) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
-}
 
 func TestListenCreatesModeAndRemovesOnClose(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x-reg.sock")
-	stale(t, path)
+	registrartest.StaleSocket(t, path)
 	s, err := sockfile.Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +215,7 @@ func TestStaleRemovalNeverDeletesExchangedFile(t *testing.T) {
 			unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, victim, unix.RENAME_EXCHANGE)
 		}
 		os.Remove(path)
-		stale(t, path)
+		registrartest.StaleSocket(t, path)
 
 		swap <- true
 		s, err := sockfile.Listen(path)
