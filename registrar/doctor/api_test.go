@@ -267,6 +267,65 @@ func TestAPIMismatches(t *testing.T) {
 	}
 }
 
+// TestKubeconfigYAMLForms: every YAML form kubectl reads works for the
+// fields doctor uses: block scalars (literal and folded, chomped), flow
+// style, anchors and aliases, a JSON document. The fake API server accepts
+// only "good-token": a form read wrong is a 401 finding.
+func TestKubeconfigYAMLForms(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	api := newFakeAPIServer(t, "node-1")
+	api.registered("b.csi.example.com", "node-1")
+	good := api.kubeconfig(t, t.TempDir(), "token: good-token")
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forms := map[string][]string{
+		"literal block scalar": {"token: |-", "      good-token"},
+		"folded block scalar":  {"token: >-", "      good-token"},
+		"folded, clipped":      {"token: >", "      good-token", ""},
+		"flow style user":      {"{token: 'good-token'}"},
+	}
+	for name, user := range forms {
+		o := n.opts()
+		o.Kubeconfig = api.kubeconfig(t, t.TempDir(), user...)
+		if name == "flow style user" { // the user's mapping itself in flow style
+			b, _ := os.ReadFile(o.Kubeconfig)
+			b = []byte(strings.Replace(string(b), "  user:\n    {token", "  user: {token", 1))
+			if err := os.WriteFile(o.Kubeconfig, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantAPIRead(t, name, n.run(t, o))
+	}
+	// Anchors: the token defined once, aliased in the user.
+	anchored := strings.Replace(string(data), "kind: Config", "kind: Config\nx-token: &tok good-token", 1)
+	anchored = strings.Replace(anchored, "token: good-token", "token: *tok", 1)
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(p, []byte(anchored), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := n.opts()
+	o.Kubeconfig = p
+	wantAPIRead(t, "anchor", n.run(t, o))
+}
+
+// wantAPIRead checks doctor read the API server with the token: the CSINode
+// entry of b (registered there, no socket here) is reported, and nothing
+// says the server refused the credentials.
+func wantAPIRead(t *testing.T, form string, r *doctor.Report) {
+	t.Helper()
+	if len(find(r, doctor.SeverityWarning, "b.csi.example.com", "no live socket")) == 0 {
+		t.Errorf("%s: doctor did not read the CSINode: %+v", form, r.Findings)
+	}
+	for _, f := range r.Findings {
+		if strings.Contains(f.Message, "401") {
+			t.Errorf("%s: the token was read wrong: %+v", form, f)
+		}
+	}
+}
+
 // TestAPIErrors: a Node that does not exist and credentials the API server
 // refuses are findings naming the cause; a kubeconfig that cannot be used
 // is a validation error naming the rule.
@@ -288,9 +347,10 @@ func TestAPIErrors(t *testing.T) {
 		user []string
 		rule string
 	}{
-		{[]string{"exec:", "  command: kubelogin"}, "exec"},
+		{[]string{"exec:", "  command: kubelogin"}, "kubectl csi-registrar status"},
+		{[]string{"auth-provider: {name: oidc}"}, "auth-provider"},
 		{[]string{"client-certificate-data: AAAA", "client-key-data: AAAA"}, "do not load"},
-		{[]string{"token: |", "  abc"}, "block scalars"},
+		{[]string{"token: [not, a, string]"}, "does not parse"},
 	} {
 		o.Kubeconfig = api.kubeconfig(t, t.TempDir(), tc.user...)
 		_, err := doctor.Run(t.Context(), o)

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // apiClient makes authenticated GETs to the API server of a kubeconfig's
@@ -41,37 +43,37 @@ func newAPIClient(path, hostRoot string, timeout time.Duration) (*apiClient, err
 	if err != nil {
 		return nil, kubeconfigError(path, fmt.Sprintf("cannot be read: %v", err), "pass a readable kubeconfig, e.g. --kubeconfig=/etc/kubernetes/kubelet.conf")
 	}
-	doc, err := parseYAML(data)
-	if err != nil {
+	var kc kubeconfig
+	if err := yaml.Unmarshal(data, &kc); err != nil {
 		return nil, kubeconfigError(path, "does not parse: "+err.Error(), "pass a kubeconfig as kubectl writes it")
 	}
-	kc, _ := doc.(map[string]any)
-	ctxName := str(kc["current-context"])
+	ctxName := kc.CurrentContext
 	if ctxName == "" {
 		return nil, kubeconfigError(path, "has no current-context", "set one: kubectl config use-context NAME --kubeconfig "+path)
 	}
-	context := named(kc["contexts"], ctxName, "context")
+	context := named(kc.Contexts, ctxName)
 	if context == nil {
 		return nil, kubeconfigError(path, fmt.Sprintf("has no context %q (its current-context)", ctxName), "fix current-context")
 	}
-	cluster := named(kc["clusters"], str(context["cluster"]), "cluster")
+	cluster := named(kc.Clusters, context.Value.Cluster)
 	if cluster == nil {
-		return nil, kubeconfigError(path, fmt.Sprintf("has no cluster %q (of context %q)", str(context["cluster"]), ctxName), "fix the context's cluster")
+		return nil, kubeconfigError(path, fmt.Sprintf("has no cluster %q (of context %q)", context.Value.Cluster, ctxName), "fix the context's cluster")
 	}
-	user := named(kc["users"], str(context["user"]), "user")
-	if user == nil {
-		user = map[string]any{} // anonymous
+	userName := context.Value.User
+	user := &kubeconfigUser{} // anonymous
+	if u := named(kc.Users, userName); u != nil {
+		user = &u.Value
 	}
 	dir := filepath.Dir(path)
-	read := func(what string, m map[string]any, dataKey, fileKey string) ([]byte, error) {
-		if v := str(m[dataKey]); v != "" {
+	read := func(what, dataKey, data, fileKey, f string) ([]byte, error) {
+		if v := data; v != "" {
 			b, err := base64.StdEncoding.DecodeString(v)
 			if err != nil {
 				return nil, kubeconfigError(path, fmt.Sprintf("%s: %s is not base64: %v", what, dataKey, err), "fix "+dataKey)
 			}
 			return b, nil
 		}
-		if f := str(m[fileKey]); f != "" {
+		if f != "" {
 			b, err := os.ReadFile(resolve(f, dir, hostRoot))
 			if err != nil {
 				return nil, kubeconfigError(path, fmt.Sprintf("%s: %s %s cannot be read: %v", what, fileKey, f, err), "run doctor as root on the node, or fix "+fileKey)
@@ -81,15 +83,14 @@ func newAPIClient(path, hostRoot string, timeout time.Duration) (*apiClient, err
 		return nil, nil
 	}
 
-	server := strings.TrimRight(str(cluster["server"]), "/")
+	server := strings.TrimRight(cluster.Value.Server, "/")
 	if u, err := url.Parse(server); err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, kubeconfigError(path, fmt.Sprintf("cluster server %q is not an https:// URL", server), "fix the cluster's server")
 	}
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: str(cluster["tls-server-name"])}
-	if str(cluster["insecure-skip-tls-verify"]) == "true" || cluster["insecure-skip-tls-verify"] == true {
-		tlsConf.InsecureSkipVerify = true
-	}
-	ca, err := read("cluster "+str(context["cluster"]), cluster, "certificate-authority-data", "certificate-authority")
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cluster.Value.TLSServerName,
+		InsecureSkipVerify: cluster.Value.InsecureSkipTLSVerify}
+	ca, err := read("cluster "+cluster.Name, "certificate-authority-data", cluster.Value.CertificateAuthorityData,
+		"certificate-authority", cluster.Value.CertificateAuthority)
 	if err != nil {
 		return nil, err
 	}
@@ -100,17 +101,18 @@ func newAPIClient(path, hostRoot string, timeout time.Duration) (*apiClient, err
 		}
 		tlsConf.RootCAs = pool
 	}
-	for _, k := range []string{"exec", "auth-provider"} {
-		if user[k] != nil {
-			return nil, kubeconfigError(path, fmt.Sprintf("user %q authenticates with %s, which doctor does not run (it links no client-go)", str(context["user"]), k),
-				"use a kubeconfig with a client certificate or a token, e.g. the kubelet's (/etc/kubernetes/kubelet.conf)")
+	for k, set := range map[string]bool{"exec": user.Exec != nil, "auth-provider": user.AuthProvider != nil} {
+		if set {
+			return nil, kubeconfigError(path, fmt.Sprintf("user %q authenticates with %s, which doctor does not run (it links no client-go)", userName, k),
+				"use a kubeconfig with a client certificate or a token (e.g. the kubelet's, /etc/kubernetes/kubelet.conf), "+
+					"or, from a workstation, the kubectl plugin, which runs exec and auth-provider users: kubectl csi-registrar status")
 		}
 	}
-	cert, err := read("user "+str(context["user"]), user, "client-certificate-data", "client-certificate")
+	cert, err := read("user "+userName, "client-certificate-data", user.ClientCertificateData, "client-certificate", user.ClientCertificate)
 	if err != nil {
 		return nil, err
 	}
-	key, err := read("user "+str(context["user"]), user, "client-key-data", "client-key")
+	key, err := read("user "+userName, "client-key-data", user.ClientKeyData, "client-key", user.ClientKey)
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +123,8 @@ func newAPIClient(path, hostRoot string, timeout time.Duration) (*apiClient, err
 		}
 		tlsConf.Certificates = []tls.Certificate{pair}
 	}
-	c := &apiClient{server: server, tls: tlsConf, timeout: timeout, token: str(user["token"]), user: str(user["username"]), pass: str(user["password"])}
-	if f := str(user["tokenFile"]); c.token == "" && f != "" {
+	c := &apiClient{server: server, tls: tlsConf, timeout: timeout, token: user.Token, user: user.Username, pass: user.Password}
+	if f := user.TokenFile; c.token == "" && f != "" {
 		b, err := os.ReadFile(resolve(f, dir, hostRoot))
 		if err != nil {
 			return nil, kubeconfigError(path, fmt.Sprintf("tokenFile %s cannot be read: %v", f, err), "fix tokenFile")
@@ -146,29 +148,68 @@ func resolve(f, dir, hostRoot string) string {
 	return f
 }
 
-// named finds {name: name, <field>: {...}} in a kubeconfig list and returns
-// the field's map.
-func named(list any, name, field string) map[string]any {
-	items, _ := list.([]any)
-	for _, it := range items {
-		m, _ := it.(map[string]any)
-		if str(m["name"]) == name {
-			v, _ := m[field].(map[string]any)
-			if v == nil {
-				v = map[string]any{}
-			}
-			return v
+// kubeconfig holds the fields of a kubeconfig (clientcmd's v1 Config) that
+// doctor uses, decoded by a YAML library: every form kubectl reads works
+// (block scalars, flow style, anchors, JSON).
+type kubeconfig struct {
+	CurrentContext string      `yaml:"current-context"`
+	Contexts       []kcContext `yaml:"contexts"`
+	Clusters       []kcCluster `yaml:"clusters"`
+	Users          []kcUser    `yaml:"users"`
+}
+
+// kcName is the name of an entry of a kubeconfig's lists.
+type kcName struct {
+	Name string `yaml:"name"`
+}
+
+func (n kcName) name() string { return n.Name }
+
+type kcContext struct {
+	kcName `yaml:",inline"`
+	Value  struct {
+		Cluster string `yaml:"cluster"`
+		User    string `yaml:"user"`
+	} `yaml:"context"`
+}
+
+type kcCluster struct {
+	kcName `yaml:",inline"`
+	Value  struct {
+		Server                   string `yaml:"server"`
+		TLSServerName            string `yaml:"tls-server-name"`
+		InsecureSkipTLSVerify    bool   `yaml:"insecure-skip-tls-verify"`
+		CertificateAuthority     string `yaml:"certificate-authority"`
+		CertificateAuthorityData string `yaml:"certificate-authority-data"`
+	} `yaml:"cluster"`
+}
+
+type kcUser struct {
+	kcName `yaml:",inline"`
+	Value  kubeconfigUser `yaml:"user"`
+}
+
+// kubeconfigUser is a kubeconfig's user (clientcmd's v1 AuthInfo).
+type kubeconfigUser struct {
+	ClientCertificate     string `yaml:"client-certificate"`
+	ClientCertificateData string `yaml:"client-certificate-data"`
+	ClientKey             string `yaml:"client-key"`
+	ClientKeyData         string `yaml:"client-key-data"`
+	Token                 string `yaml:"token"`
+	TokenFile             string `yaml:"tokenFile"`
+	Username              string `yaml:"username"`
+	Password              string `yaml:"password"`
+	// Exec and AuthProvider are only noticed: doctor refuses them.
+	Exec         any `yaml:"exec"`
+	AuthProvider any `yaml:"auth-provider"`
+}
+
+// named returns the entry of a kubeconfig list called name, or nil.
+func named[E interface{ name() string }](list []E, name string) *E {
+	for i := range list {
+		if list[i].name() == name {
+			return &list[i]
 		}
 	}
 	return nil
-}
-
-func str(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case bool:
-		return fmt.Sprint(v)
-	}
-	return ""
 }
