@@ -1,7 +1,6 @@
 package stubdriver_test
 
 import (
-	"bufio"
 	"context"
 	"io/fs"
 	"os"
@@ -10,47 +9,29 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/doctest"
 )
 
-// guideMarker precedes the command block of GUIDE.md that TestGuideRename runs.
-const guideMarker = "<!-- guide-test: run -->"
-
-// guideBlock returns the first ```sh block after guideMarker in GUIDE.md.
+// guideBlock returns GUIDE.md's one ```sh test block, the copy-and-rename
+// commands (docs/README.md, "Tested documentation", defines the tags; the
+// documentation test checks them and leaves this block to this test).
 func guideBlock(t *testing.T) string {
 	t.Helper()
-	f, err := os.Open("GUIDE.md")
+	blocks, err := doctest.Blocks("GUIDE.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var (
-		block               []string
-		marked, inBlock, ok bool
-	)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case !marked:
-			marked = strings.TrimSpace(line) == guideMarker
-		case !inBlock:
-			inBlock = line == "```sh"
-		case line == "```":
-			ok = true
-		default:
-			block = append(block, line)
-		}
-		if ok {
-			break
+	var run []doctest.Block
+	for _, b := range blocks {
+		if b.Shell() && b.Tag == doctest.Test {
+			run = append(run, b)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	if len(run) != 1 {
+		t.Fatalf("GUIDE.md has %d ```sh test blocks, want 1 (the copy-and-rename commands): %v", len(run), run)
 	}
-	if !ok {
-		t.Fatalf("GUIDE.md has no ```sh block after %q", guideMarker)
-	}
-	return strings.Join(block, "\n") + "\n"
+	return run[0].Text
 }
 
 // TestGuideRename runs GUIDE.md's copy-and-rename commands as a driver author

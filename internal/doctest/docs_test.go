@@ -1,0 +1,186 @@
+package doctest_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/doctest"
+)
+
+// root is the repository's root, seen from this package's directory.
+const root = "../.."
+
+// taggedFiles are the Markdown files whose shell blocks must be tagged:
+// README.md, CHANGELOG.md, everything under docs/, and the driver guide.
+func taggedFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md", "CHANGELOG.md", "stubdriver/GUIDE.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(p, ".md") {
+			rel, _ := filepath.Rel(root, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// markdownFiles are all the Markdown files of the tree (their links are checked).
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := e.Name()
+		if e.IsDir() && p != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "testdata" || name == "vendor") {
+			return filepath.SkipDir
+		}
+		if !e.IsDir() && strings.HasSuffix(name, ".md") {
+			rel, _ := filepath.Rel(root, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// blocks returns the code blocks of a file named relative to the root, with
+// File relative to the root too.
+func blocks(t *testing.T, file string) []doctest.Block {
+	t.Helper()
+	bs, err := doctest.Blocks(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range bs {
+		bs[i].File = file
+	}
+	return bs
+}
+
+// TestDocsTagged fails on a code block without a language, on a shell block
+// that does not say how it is checked (docs/README.md, "Tested
+// documentation"), and on a ```sh ci block with a command CI does not run.
+func TestDocsTagged(t *testing.T) {
+	steps, err := doctest.CISteps(filepath.Join(root, ".ci/run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[doctest.Tag]int{}
+	for _, file := range taggedFiles(t) {
+		for _, b := range blocks(t, file) {
+			if err := b.Check(); err != nil {
+				t.Error(err)
+			} else if b.Tag == doctest.CI {
+				if err := b.CheckCI(steps); err != nil {
+					t.Error(err)
+				}
+			}
+			if b.Shell() {
+				counts[b.Tag]++
+			}
+		}
+	}
+	t.Logf("shell blocks: %d test, %d ci, %d illustrative", counts[doctest.Test], counts[doctest.CI], counts[doctest.Illustrative])
+}
+
+// TestDocsLinks resolves every link of every Markdown file in the tree: files
+// and directories must exist, anchors must be headings of the page; external
+// links are checked for their form only (no network).
+func TestDocsLinks(t *testing.T) {
+	n := 0
+	for _, file := range markdownFiles(t) {
+		links, err := doctest.Links(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range links {
+			n++
+			if err := doctest.CheckLink(root, l); err != nil {
+				t.Error(strings.Replace(err.Error(), root+"/", "", 1))
+			}
+		}
+	}
+	t.Logf("%d links checked", n)
+}
+
+// ownRunner names the files whose test blocks another test runs, with the
+// environment they need: stubdriver/GUIDE.md's block renames a copy of the
+// package in a new module (stubdriver's TestGuideRename).
+var ownRunner = map[string]string{"stubdriver/GUIDE.md": "stubdriver.TestGuideRename"}
+
+// TestDocsRun runs every ```sh test block of README.md and docs/ as a reader
+// would, from the repository's root, with csi-registrar (built from this
+// checkout) first on PATH and TMPDIR a fresh directory.
+func TestDocsRun(t *testing.T) {
+	var run []doctest.Block
+	for _, file := range taggedFiles(t) {
+		for _, b := range blocks(t, file) {
+			if b.Tag == doctest.Test && b.Shell() {
+				if by, ok := ownRunner[file]; ok {
+					t.Logf("%s: run by %s", b, by)
+					continue
+				}
+				run = append(run, b)
+			}
+		}
+	}
+	if len(run) == 0 {
+		t.Skip("no ```sh test block in README.md or docs/")
+	}
+	if testing.Short() {
+		t.Skipf("-short: %d documentation blocks not run (they build and run csi-registrar)", len(run))
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t, abs)
+	for _, b := range run {
+		t.Run(strings.ReplaceAll(b.String(), "/", "_"), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+t.TempDir())
+			start := time.Now()
+			out, err := doctest.Run(ctx, b, abs, env)
+			t.Logf("%s took %s:\n%s", b, time.Since(start).Round(time.Millisecond), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// buildBinary builds cmd/csi-registrar into a temporary directory and returns
+// it. With the race detector on (make test), the binary is built with it
+// too, so that it reuses the packages the tests compiled.
+func buildBinary(t *testing.T, abs string) string {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"build", "-o", filepath.Join(dir, "csi-registrar")}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/csi-registrar")...)
+	cmd.Dir = abs
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("built csi-registrar for the documentation's blocks in %s", time.Since(start).Round(time.Millisecond))
+	return dir
+}
