@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -26,23 +25,11 @@ type driverClient struct {
 }
 
 func newDriverClient(path string, timeout time.Duration) (*driverClient, error) {
-	conn, err := dialUnix(path)
+	conn, err := csiplugin.Dial(path)
 	if err != nil {
 		return nil, err
 	}
 	return &driverClient{path: path, timeout: timeout, conn: conn, ident: csi.NewIdentityClient(conn)}, nil
-}
-
-// dialUnix makes a lazily connecting gRPC client for a unix socket path, with
-// a short reconnect backoff so a driver that comes back is seen quickly.
-func dialUnix(path string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient("unix://"+path, append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           grpcbackoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.1, MaxDelay: time.Second},
-			MinConnectTimeout: time.Second,
-		}),
-	}, opts...)...)
 }
 
 func (d *driverClient) Close() error { return d.conn.Close() }
@@ -84,7 +71,7 @@ func probe(ctx context.Context, ident csi.IdentityClient, path string, timeout t
 // Identity.Probe with the given timeout and returns nil if the driver is ready.
 // It is what `csi-registrar probe` runs as an exec liveness probe.
 func ProbeDriver(ctx context.Context, address string, timeout time.Duration) error {
-	path, err := ParseEndpoint(address)
+	path, err := csiplugin.ParseEndpoint(address)
 	if err != nil {
 		return err
 	}
@@ -92,7 +79,7 @@ func ProbeDriver(ctx context.Context, address string, timeout time.Duration) err
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("Probe on %s: %w", path, err)
 	}
-	conn, err := dialUnix(path)
+	conn, err := csiplugin.Dial(path)
 	if err != nil {
 		return err
 	}

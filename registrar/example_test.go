@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
@@ -55,13 +56,13 @@ func Example() {
 		Logger:                  quiet,
 	})
 	if err != nil {
-		log.Fatal(err) // a *registrar.ValidationError naming the option and the rule
+		log.Fatal(err) // a *csiplugin.ValidationError naming the option and the rule
 	}
 	regDone := make(chan error, 1)
 	go func() { regDone <- r.Run(ctx) }()
 
 	// The kubelet.
-	regSock := filepath.Join(registry, stubdriver.DefaultName+registrar.RegistrationSocketSuffix)
+	regSock := filepath.Join(registry, stubdriver.DefaultName+csiplugin.RegistrationSocketSuffix)
 	exampleWaitUntil(func() bool { _, err := os.Stat(regSock); return err == nil })
 	reg, err := registrartest.Register(ctx, regSock)
 	if err != nil || reg.Err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
@@ -294,7 +295,7 @@ func TestDriverRenamedInvalid(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatal("Run did not end on an invalid name")
 	}
-	if err := *run.err; !registrar.IsValidationError(err) {
+	if err := *run.err; !csiplugin.IsValidationError(err) {
 		t.Fatalf("Run = %v, want a validation error", err)
 	}
 	if ents, _ := os.ReadDir(e.regDir); len(ents) != 0 {

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // Lower bounds of the durations in Options. Below them the registrar does
@@ -32,7 +34,7 @@ const (
 const DefaultShutdownTimeout = time.Second
 
 // checkLimits sets ShutdownTimeout's default and checks the lower bounds of
-// the durations and the form of HTTPEndpoint. Errors are *ValidationError
+// the durations and the form of HTTPEndpoint. Errors are *csiplugin.ValidationError
 // naming the Options field.
 func checkLimits(o *Options) error {
 	if o.ShutdownTimeout == 0 {
@@ -57,12 +59,12 @@ func checkLimits(o *Options) error {
 			if d.zero {
 				rule += " (or 0 for no limit)"
 			}
-			return &ValidationError{What: d.field, Value: d.v.String(), Rule: rule,
+			return &csiplugin.ValidationError{What: d.field, Value: d.v.String(), Rule: rule,
 				Fix: fmt.Sprintf("use %s or more; shorter values make the registrar churn, not react faster", d.min)}
 		}
 	}
 	if o.ShutdownTimeout < 0 {
-		return &ValidationError{What: "Options.ShutdownTimeout", Value: o.ShutdownTimeout.String(),
+		return &csiplugin.ValidationError{What: "Options.ShutdownTimeout", Value: o.ShutdownTimeout.String(),
 			Rule: "must not be negative", Fix: "use a duration such as 1s"}
 	}
 	return checkHTTPEndpoint(o.HTTPEndpoint)
@@ -75,7 +77,7 @@ func checkHTTPEndpoint(ep string) error {
 		return nil
 	}
 	bad := func(rule string) error {
-		return &ValidationError{What: "Options.HTTPEndpoint", Value: ep, Rule: rule,
+		return &csiplugin.ValidationError{What: "Options.HTTPEndpoint", Value: ep, Rule: rule,
 			Fix: "use host:port or :port, e.g. :9809 or 127.0.0.1:9809"}
 	}
 	host, port, err := net.SplitHostPort(ep)
@@ -96,7 +98,7 @@ func checkHTTPEndpoint(ep string) error {
 func validHostName(h string) bool {
 	for i := 0; i < len(h); i++ {
 		c := h[i]
-		if !isAlnum(c) && c != '-' && c != '.' {
+		if !csiplugin.IsAlnum(c) && c != '-' && c != '.' {
 			return false
 		}
 	}

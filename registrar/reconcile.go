@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"syscall"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -39,7 +38,7 @@ func (s *session) reconcile(ctx context.Context, why string, deep bool) (renamed
 	if s.recheck.armed() {
 		return "", nil // a recheck of the driver is under way
 	}
-	if id, err := identOf(s.r.driverPath); err == nil && id != s.driverID {
+	if id, err := csiplugin.FileIDOf(s.r.driverPath); err == nil && id != s.driverID {
 		s.log.Info("reconcile: the driver socket is a new one; the driver restarted", "why", why, "outcome", "rechecking")
 		s.drv.ResetBackoff()
 		return s.onRecheckDue(ctx)
@@ -70,7 +69,7 @@ func (s *session) served(ctx context.Context, deep bool) error {
 
 // selfCheck calls GetInfo on our own socket and checks the name.
 func selfCheck(ctx context.Context, path, name string, timeout time.Duration) error {
-	conn, err := dialUnix(path, grpc.WithUserAgent(NotKubeletUserAgent+" (reconcile)"))
+	conn, err := csiplugin.Dial(path, grpc.WithUserAgent(csiplugin.NotKubeletUserAgent+" (reconcile)"))
 	if err != nil {
 		return err
 	}
@@ -85,20 +84,4 @@ func selfCheck(ctx context.Context, path, name string, timeout time.Duration) er
 		return fmt.Errorf("GetInfo on %s answered the name %q, want %q", path, info.GetName(), name)
 	}
 	return nil
-}
-
-// fileIdent tells one file from another at the same path: what the driver
-// socket was when the driver last answered.
-type fileIdent struct{ dev, ino uint64 }
-
-func identOf(path string) (fileIdent, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return fileIdent{}, err
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileIdent{}, errors.New("no device and inode numbers")
-	}
-	return fileIdent{dev: uint64(sys.Dev), ino: sys.Ino}, nil
 }

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -94,7 +96,7 @@ type Registrar struct {
 	newWatcher func() (*fsnotify.Watcher, error)
 }
 
-// New checks opts and returns a Registrar. A *ValidationError means the
+// New checks opts and returns a Registrar. A *csiplugin.ValidationError means the
 // options are wrong (its What names the field, e.g. "Options.Timeout");
 // nothing has been created.
 func New(opts Options) (*Registrar, error) {
@@ -123,22 +125,22 @@ func New(opts Options) (*Registrar, error) {
 	}{{"Options.Timeout", opts.Timeout}, {"Options.ConnectionTimeout", opts.ConnectionTimeout},
 		{"Options.KubeletWait", opts.KubeletWait}, {"Options.RegistrationRetryMax", opts.RegistrationRetryMax}} {
 		if d.v < 0 {
-			return nil, &ValidationError{What: d.field, Value: d.v.String(), Rule: "must not be negative", Fix: "use a duration such as 1s or 2m"}
+			return nil, &csiplugin.ValidationError{What: d.field, Value: d.v.String(), Rule: "must not be negative", Fix: "use a duration such as 1s or 2m"}
 		}
 	}
 	if err := checkLimits(&opts); err != nil {
 		return nil, err
 	}
-	path, err := ParseEndpoint(opts.CSIAddress)
+	path, err := csiplugin.ParseEndpoint(opts.CSIAddress)
 	if err != nil {
 		return nil, nameField(err, "Options.CSIAddress")
 	}
-	if err := ValidateKubeletRegistrationPath(opts.KubeletRegistrationPath); err != nil {
+	if err := csiplugin.ValidateHostSocketPath("Options.KubeletRegistrationPath", opts.KubeletRegistrationPath); err != nil {
 		return nil, nameField(err, "Options.KubeletRegistrationPath")
 	}
 	if opts.DriverName != "" {
 		// Checks the name and that its socket path fits.
-		if _, err := RegistrationSocketPath(opts.PluginRegistrationPath, opts.DriverName); err != nil {
+		if _, err := csiplugin.RegistrationSocketPath(opts.PluginRegistrationPath, opts.DriverName); err != nil {
 			return nil, err
 		}
 	}
@@ -154,10 +156,10 @@ func New(opts Options) (*Registrar, error) {
 	}, nil
 }
 
-// nameField makes a *ValidationError from a shared validator name the
+// nameField makes a *csiplugin.ValidationError from a shared validator name the
 // Options field that held the value.
 func nameField(err error, field string) error {
-	var ve *ValidationError
+	var ve *csiplugin.ValidationError
 	if errors.As(err, &ve) {
 		ve.What = field
 	}
@@ -181,7 +183,7 @@ var errRunTwice = errors.New("registrar: Run was called twice; a Registrar runs 
 
 // Run registers the driver and keeps it registered until ctx ends, then stops
 // serving and removes the registration socket if it still is the one this
-// Registrar created. It returns nil when ctx ends, a *ValidationError when the
+// Registrar created. It returns nil when ctx ends, a *csiplugin.ValidationError when the
 // driver reports an invalid name, and other errors when the driver cannot be
 // reached within ConnectionTimeout or a directory cannot be watched. After Run
 // returns the status is StageStopped. Run may be called once.
@@ -282,7 +284,7 @@ func (r *Registrar) waitForDriver(ctx context.Context, watcher *fsnotify.Watcher
 			retryAt.set(retry.next())
 		case err == nil:
 			return "", fmt.Errorf("Options.CSIAddress %s is a %s, not a socket: point Options.CSIAddress at the socket the CSI driver listens on",
-				r.driverPath, fileKind(st.Mode()))
+				r.driverPath, sockfile.FileKind(st.Mode()))
 		case errors.Is(err, fs.ErrNotExist):
 			lastErr = errors.New("socket does not exist yet")
 		default:
@@ -344,7 +346,7 @@ func (r *Registrar) identify(ctx context.Context, drv *driverClient) (string, er
 	if err != nil {
 		return "", err
 	}
-	if _, err := RegistrationSocketPath(r.opts.PluginRegistrationPath, name); err != nil {
+	if _, err := csiplugin.RegistrationSocketPath(r.opts.PluginRegistrationPath, name); err != nil {
 		return "", fmt.Errorf("the driver at %s reported a name the kubelet cannot register: %w", r.driverPath, err)
 	}
 	return name, nil

@@ -14,6 +14,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 
@@ -224,7 +225,7 @@ func TestDriverNameValidated(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			err = r.Run(ctx)
-			if !registrar.IsValidationError(err) {
+			if !csiplugin.IsValidationError(err) {
 				t.Fatalf("Run = %v, want a validation error", err)
 			}
 			if !strings.Contains(err.Error(), "driver name") {

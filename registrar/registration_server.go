@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
 	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
@@ -44,20 +45,12 @@ func newRegistrationServer(driverName, endpoint string, hooks serverHooks) *regi
 	return &registrationServer{driverName: driverName, endpoint: endpoint, hooks: hooks, signal: make(chan struct{}, 1)}
 }
 
-// NotKubeletUserAgent starts the gRPC user agent of the callers of GetInfo
-// that are not the kubelet: `csi-registrar doctor` and the registrar's own
-// reconcile. A registration server answers them like any other but does not
-// take their GetInfo for the kubelet's: a GetInfo ends the wait for the
-// kubelet (Options.KubeletWait), and looking must not change what the
-// registrar does.
-const NotKubeletUserAgent = "csi-registrar-not-kubelet"
-
 // fromKubelet reports whether a call may be the kubelet's, i.e. does not carry
-// NotKubeletUserAgent.
+// csiplugin.NotKubeletUserAgent.
 func fromKubelet(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, ua := range md.Get("user-agent") {
-		if strings.HasPrefix(ua, NotKubeletUserAgent) {
+		if strings.HasPrefix(ua, csiplugin.NotKubeletUserAgent) {
 			return false
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
@@ -123,24 +124,24 @@ type session struct {
 	getInfos int                             // GetInfo calls on cur already handled
 	handled  *registerapi.RegistrationStatus // last Notify on cur acted on
 	awaiting awaiting
-	driverUp bool      // the driver answered at the last look
-	driverID fileIdent // the driver socket the driver answered on
-	retry    *backoff  // between socket re-creations
-	retryAt  alarm     // re-create the socket
-	reason   string    // of the re-creation retryAt triggers
-	kubelet  alarm     // the kubelet's next step is overdue
-	recheck  alarm     // ask the driver its name again
-	recheckB *backoff  // between rechecks of a driver that does not answer
-	tick     alarm     // reconcile
+	driverUp bool             // the driver answered at the last look
+	driverID csiplugin.FileID // the driver socket the driver answered on
+	retry    *backoff         // between socket re-creations
+	retryAt  alarm            // re-create the socket
+	reason   string           // of the re-creation retryAt triggers
+	kubelet  alarm            // the kubelet's next step is overdue
+	recheck  alarm            // ask the driver its name again
+	recheckB *backoff         // between rechecks of a driver that does not answer
+	tick     alarm            // reconcile
 }
 
 func (r *Registrar) newSession(drv *driverClient, watcher *fsnotify.Watcher, name string) (*session, error) {
-	path, err := RegistrationSocketPath(r.opts.PluginRegistrationPath, name)
+	path, err := csiplugin.RegistrationSocketPath(r.opts.PluginRegistrationPath, name)
 	if err != nil {
 		return nil, err
 	}
 	r.status.update(func(st *Status) { st.DriverName, st.SocketPath = name, path })
-	id, _ := identOf(r.driverPath)
+	id, _ := csiplugin.FileIDOf(r.driverPath)
 	return &session{
 		r: r, drv: drv, watcher: watcher, name: name, path: path,
 		log:      r.log.With("driver", name, "socket", path),
@@ -444,7 +445,7 @@ func (s *session) onDriverSocketEvent(ev fsnotify.Event) {
 // session; another one ends it (renamed); an invalid one ends Run.
 func (s *session) onRecheckDue(ctx context.Context) (renamed string, err error) {
 	name, err := s.r.identify(ctx, s.drv)
-	if IsValidationError(err) {
+	if csiplugin.IsValidationError(err) {
 		return "", err
 	}
 	if err != nil {
@@ -455,7 +456,7 @@ func (s *session) onRecheckDue(ctx context.Context) (renamed string, err error) 
 		return "", nil
 	}
 	s.recheckB.reset()
-	s.driverID, _ = identOf(s.r.driverPath)
+	s.driverID, _ = csiplugin.FileIDOf(s.r.driverPath)
 	s.driverBack()
 	if name == s.name {
 		s.log.Info("driver came back under the same name", "outcome", "unchanged")

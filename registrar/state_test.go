@@ -21,6 +21,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
@@ -399,7 +400,7 @@ func TestNewErrorsNameOptions(t *testing.T) {
 			o := registrar.Options{KubeletRegistrationPath: "/k/csi.sock"}
 			c.adjust(&o)
 			_, err := registrar.New(o)
-			if !registrar.IsValidationError(err) || !strings.Contains(err.Error(), c.field) || strings.Contains(err.Error(), "--") {
+			if !csiplugin.IsValidationError(err) || !strings.Contains(err.Error(), c.field) || strings.Contains(err.Error(), "--") {
 				t.Errorf("New = %v, want a validation error naming %s and no flag", err, c.field)
 			}
 		})

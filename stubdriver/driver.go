@@ -26,21 +26,18 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
 	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // DefaultName is the driver name used when Options.Name is empty.
 const DefaultName = "stub.csi.example.com"
-
-// MaxNodeIDLength is the longest node ID the API server accepts in CSINode.
-const MaxNodeIDLength = 192
 
 // Options configure a Driver.
 type Options struct {
@@ -99,7 +96,7 @@ type Driver struct {
 	vols *volumes // nil without Options.StateDir
 }
 
-// New checks opts and returns a Driver. Errors are *registrar.ValidationError.
+// New checks opts and returns a Driver. Errors are *csiplugin.ValidationError.
 func New(opts Options) (*Driver, error) {
 	if opts.Name == "" {
 		opts.Name = DefaultName
@@ -111,25 +108,25 @@ func New(opts Options) (*Driver, error) {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if opts.ShutdownTimeout < 0 {
-		return nil, &registrar.ValidationError{What: "Options.ShutdownTimeout", Value: opts.ShutdownTimeout.String(),
+		return nil, &csiplugin.ValidationError{What: "Options.ShutdownTimeout", Value: opts.ShutdownTimeout.String(),
 			Rule: "must not be negative", Fix: "use a duration such as 5s"}
 	}
-	path, err := registrar.ParseEndpoint(opts.Endpoint)
+	path, err := csiplugin.ParseEndpoint(opts.Endpoint)
 	if err != nil {
-		var ve *registrar.ValidationError
+		var ve *csiplugin.ValidationError
 		if errors.As(err, &ve) {
 			ve.What = "Options.Endpoint"
 		}
 		return nil, err
 	}
-	if err := registrar.ValidateDriverName(opts.Name); err != nil {
+	if err := csiplugin.ValidateDriverName(opts.Name); err != nil {
 		return nil, err
 	}
 	if err := validateNodeID(opts.NodeID); err != nil {
 		return nil, err
 	}
 	if opts.MaxVolumesPerNode < 0 {
-		return nil, &registrar.ValidationError{What: "Options.MaxVolumesPerNode", Value: fmt.Sprint(opts.MaxVolumesPerNode),
+		return nil, &csiplugin.ValidationError{What: "Options.MaxVolumesPerNode", Value: fmt.Sprint(opts.MaxVolumesPerNode),
 			Rule: "must not be negative", Fix: "use 0 for no limit"}
 	}
 	for k, v := range opts.Topology {
@@ -143,14 +140,14 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{opts: opts, path: path, log: opts.Logger.With("driver", opts.Name, "socket", path)}
 	if opts.StateDir != "" {
 		if !filepath.IsAbs(opts.StateDir) {
-			return nil, &registrar.ValidationError{What: "Options.StateDir", Value: opts.StateDir,
+			return nil, &csiplugin.ValidationError{What: "Options.StateDir", Value: opts.StateDir,
 				Rule: "must be an absolute path", Fix: "e.g. /var/lib/csi-registrar/" + opts.Name}
 		}
 		if opts.KubeletPodsDir == "" {
 			opts.KubeletPodsDir = DefaultKubeletPodsDir
 		}
 		if !filepath.IsAbs(opts.KubeletPodsDir) {
-			return nil, &registrar.ValidationError{What: "Options.KubeletPodsDir", Value: opts.KubeletPodsDir,
+			return nil, &csiplugin.ValidationError{What: "Options.KubeletPodsDir", Value: opts.KubeletPodsDir,
 				Rule: "must be an absolute path", Fix: "use the kubelet's --root-dir followed by /pods, e.g. " + DefaultKubeletPodsDir}
 		}
 		d.opts.KubeletPodsDir = opts.KubeletPodsDir
@@ -169,15 +166,7 @@ func New(opts Options) (*Driver, error) {
 }
 
 func validateNodeID(id string) error {
-	fix := "pass --node-id=$(KUBE_NODE_NAME) with KUBE_NODE_NAME from the downward API (spec.nodeName)"
-	if strings.TrimSpace(id) == "" {
-		return &registrar.ValidationError{What: "node ID", Value: id, Rule: "must not be empty", Fix: fix}
-	}
-	if len(id) > MaxNodeIDLength {
-		return &registrar.ValidationError{What: "node ID", Value: id,
-			Rule: fmt.Sprintf("is %d bytes long, the limit is %d", len(id), MaxNodeIDLength), Fix: fix}
-	}
-	return nil
+	return csiplugin.ValidateNodeID(id, "pass --node-id=$(KUBE_NODE_NAME) with KUBE_NODE_NAME from the downward API (spec.nodeName)")
 }
 
 // Run serves the CSI socket until ctx ends, then stops gracefully and removes

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
@@ -39,7 +40,7 @@ func ExampleNew() {
 		Logger:        slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		log.Fatal(err) // a *registrar.ValidationError naming the value and the rule
+		log.Fatal(err) // a *csiplugin.ValidationError naming the value and the rule
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -103,7 +104,7 @@ func ExampleNew_register() {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 
-	regSock := filepath.Join(registry, stubdriver.DefaultName+registrar.RegistrationSocketSuffix)
+	regSock := filepath.Join(registry, stubdriver.DefaultName+csiplugin.RegistrationSocketSuffix)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(regSock); err == nil {
 			break

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -28,7 +28,7 @@ func socketDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dir)+len("/csi.sock") > registrar.MaxSocketPathLength {
+	if len(dir)+len("/csi.sock") > csiplugin.MaxSocketPathLength {
 		// $TMPDIR is too deep for a socket; /tmp always fits.
 		os.RemoveAll(dir)
 		if dir, err = os.MkdirTemp("/tmp", "sd"); err != nil {
@@ -75,7 +75,7 @@ func startDriver(t testing.TB, opts stubdriver.Options) *running {
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
-	path, err := registrar.ParseEndpoint(opts.Endpoint)
+	path, err := csiplugin.ParseEndpoint(opts.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +142,12 @@ func inode(t testing.TB, path string) (uint64, fs.FileMode) {
 	return st.Sys().(*syscall.Stat_t).Ino, st.Mode().Type()
 }
 
-// asValidationError returns err as a *registrar.ValidationError or fails.
-func asValidationError(t testing.TB, err error) *registrar.ValidationError {
+// asValidationError returns err as a *csiplugin.ValidationError or fails.
+func asValidationError(t testing.TB, err error) *csiplugin.ValidationError {
 	t.Helper()
-	var ve *registrar.ValidationError
+	var ve *csiplugin.ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("error %v (%T) is not a *registrar.ValidationError", err, err)
+		t.Fatalf("error %v (%T) is not a *csiplugin.ValidationError", err, err)
 	}
 	return ve
 }

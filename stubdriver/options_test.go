@@ -9,7 +9,7 @@ import (
 )
 
 // TestNewValidation checks every rule New applies to Options. A refused value
-// must come back as a *registrar.ValidationError whose message quotes the
+// must come back as a *csiplugin.ValidationError whose message quotes the
 // value and states the rule.
 func TestNewValidation(t *testing.T) {
 	valid := func() stubdriver.Options {

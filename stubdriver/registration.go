@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // registrarOptions returns Options.Register completed with what the driver
@@ -13,13 +14,13 @@ import (
 func (d *Driver) registrarOptions() (registrar.Options, error) {
 	ro := *d.opts.Register
 	if ro.CSIAddress != "" {
-		if p, err := registrar.ParseEndpoint(ro.CSIAddress); err != nil || p != d.path {
-			return ro, &registrar.ValidationError{What: "Register.CSIAddress", Value: ro.CSIAddress,
+		if p, err := csiplugin.ParseEndpoint(ro.CSIAddress); err != nil || p != d.path {
+			return ro, &csiplugin.ValidationError{What: "Register.CSIAddress", Value: ro.CSIAddress,
 				Rule: "must be empty or the driver's own endpoint " + d.path, Fix: "leave it empty: the driver sets it"}
 		}
 	}
 	if ro.DriverName != "" && ro.DriverName != d.opts.Name {
-		return ro, &registrar.ValidationError{What: "Register.DriverName", Value: ro.DriverName,
+		return ro, &csiplugin.ValidationError{What: "Register.DriverName", Value: ro.DriverName,
 			Rule: "must be empty or the driver's own name " + d.opts.Name, Fix: "leave it empty: the driver sets it"}
 	}
 	ro.CSIAddress = d.path

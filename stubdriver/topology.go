@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // ParseTopology turns "key=value" arguments (the repeatable --topology flag)
@@ -14,11 +14,11 @@ func ParseTopology(args []string) (map[string]string, error) {
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok {
-			return nil, &registrar.ValidationError{What: "--topology", Value: a, Rule: "must be key=value",
+			return nil, &csiplugin.ValidationError{What: "--topology", Value: a, Rule: "must be key=value",
 				Fix: "e.g. --topology=topology.stub.csi.example.com/zone=zone-a"}
 		}
 		if _, dup := topo[k]; dup {
-			return nil, &registrar.ValidationError{What: "--topology", Value: a, Rule: fmt.Sprintf("key %q is given twice", k),
+			return nil, &csiplugin.ValidationError{What: "--topology", Value: a, Rule: fmt.Sprintf("key %q is given twice", k),
 				Fix: "give each topology key once"}
 		}
 		if err := validateTopology(k, v); err != nil {
@@ -35,7 +35,7 @@ func ParseTopology(args []string) (map[string]string, error) {
 func validateTopology(key, value string) error {
 	seg := key + "=" + value
 	bad := func(rule, fix string) error {
-		return &registrar.ValidationError{What: "topology segment", Value: seg, Rule: rule, Fix: fix}
+		return &csiplugin.ValidationError{What: "topology segment", Value: seg, Rule: rule, Fix: fix}
 	}
 	prefix, name, hasPrefix := strings.Cut(key, "/")
 	if !hasPrefix {
@@ -98,11 +98,11 @@ func isKubeletLabel(prefix, key string) bool {
 
 // isLabelName reports whether s is a valid label name or non-empty value.
 func isLabelName(s string) bool {
-	if s == "" || len(s) > 63 || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+	if s == "" || len(s) > 63 || !csiplugin.IsAlnum(s[0]) || !csiplugin.IsAlnum(s[len(s)-1]) {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+		if c := s[i]; !csiplugin.IsAlnum(c) && c != '-' && c != '_' && c != '.' {
 			return false
 		}
 	}
@@ -124,5 +124,4 @@ func isDNSSubdomain(s string) bool {
 	return true
 }
 
-func isAlnum(c byte) bool      { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }
 func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

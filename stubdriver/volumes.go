@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	mount "k8s.io/mount-utils"
@@ -282,7 +283,7 @@ func validVolumeID(id string) error {
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !isAlnum(c) && (i == 0 || c != '.' && c != '_' && c != '-') {
+		if !csiplugin.IsAlnum(c) && (i == 0 || c != '.' && c != '_' && c != '-') {
 			return fmt.Errorf("volume_id %q has %q at position %d: use letters, digits, '.', '_' and '-', starting with a letter or digit", id, c, i)
 		}
 	}

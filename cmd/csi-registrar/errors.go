@@ -4,14 +4,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/urfave/cli/v2"
-
-	"github.com/csi-registrar/csi-registrar/registrar"
 )
 
 // badFlag is the error for a flag value that breaks a rule.
 func badFlag(name, value, rule, fix string) error {
-	return &registrar.ValidationError{What: "--" + name, Value: value, Rule: rule, Fix: fix}
+	return &csiplugin.ValidationError{What: "--" + name, Value: value, Rule: rule, Fix: fix}
 }
 
 // notEmpty refuses a flag that has a default but was given an empty value
@@ -49,7 +48,7 @@ var flagNames = strings.NewReplacer(
 
 // explainParseError rewrites an error of the flag parser (Go's flag package,
 // under urfave/cli) into a usageError that names the value, the rule and the
-// fix, as every other error of bad input does (a *registrar.ValidationError,
+// fix, as every other error of bad input does (a *csiplugin.ValidationError,
 // exit code 2). flags are the flags of the
 // command that was parsed; cmd is its name, e.g. "csi-registrar register".
 // Errors it does not recognise are returned as they are.
@@ -72,12 +71,12 @@ func explainParseError(err error, cmd string, flags []cli.Flag) error {
 		if alt := strings.ReplaceAll(name, "_", "-"); alt != name && lookup(alt) != nil {
 			fix = "did you mean --" + alt + "?"
 		}
-		return &registrar.ValidationError{What: "flag", Value: "--" + name, Rule: "is not a flag of " + cmd, Fix: fix}
+		return &csiplugin.ValidationError{What: "flag", Value: "--" + name, Rule: "is not a flag of " + cmd, Fix: fix}
 	}
 	// flag needs an argument: -timeout
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
 		name = strings.TrimLeft(name, "-")
-		return &registrar.ValidationError{What: "flag", Value: "--" + name, Rule: "needs a value",
+		return &csiplugin.ValidationError{What: "flag", Value: "--" + name, Rule: "needs a value",
 			Fix: "write --" + name + "=<value>" + example(lookup(name), name, "")}
 	}
 	var value, name, source string

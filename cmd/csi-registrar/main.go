@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -80,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer, r roles) int {
 	switch {
 	case errors.As(err, &ec):
 		return ec.ExitCode()
-	case registrar.IsValidationError(err), isUsageError(err):
+	case csiplugin.IsValidationError(err), isUsageError(err):
 		return exitBadInput
 	}
 	return exitError

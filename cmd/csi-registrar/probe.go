@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 func probeCommand() *cli.Command {
@@ -25,7 +26,7 @@ func probeCommand() *cli.Command {
 			}
 			addr := c.String("csi-address")
 			if err := registrar.ProbeDriver(c.Context, addr, c.Duration("timeout")); err != nil {
-				if registrar.IsValidationError(err) {
+				if csiplugin.IsValidationError(err) {
 					return err
 				}
 				return cli.Exit("not ready: "+err.Error(), exitError)

@@ -56,6 +56,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 
@@ -916,7 +917,7 @@ func flood(t *testing.T, regSock string, conns, calls int) (errs int, lat []time
 			bad := 0
 			<-start
 			for range calls {
-				ctx, cancel := context.WithTimeout(context.Background(), registrartest.GetInfoTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), csiplugin.GetInfoTimeout)
 				t0 := time.Now()
 				_, err := client.GetInfo(ctx, &registerapi.InfoRequest{})
 				d := time.Since(t0)

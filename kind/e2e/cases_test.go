@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -313,7 +314,7 @@ func testDeployed(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := m[cfg.Driver]; got != n {
-			t.Errorf("node %s: annotation %s maps %s to %q, want %q (--node-id=$(KUBE_NODE_NAME))", n, NodeIDAnnotation, cfg.Driver, got, n)
+			t.Errorf("node %s: annotation %s maps %s to %q, want %q (--node-id=$(KUBE_NODE_NAME))", n, csiplugin.NodeIDAnnotation, cfg.Driver, got, n)
 		}
 		if len(r.Entries) != 1 {
 			t.Fatalf("CSINode %s: %d entries for %s, want 1: %+v", n, len(r.Entries), cfg.Driver, r.Entries)
@@ -339,7 +340,7 @@ func testDeployed(t *testing.T) {
 			}
 		}
 		t.Logf("node %s: annotation %s=%s; CSINode entry nodeID=%s topologyKeys=%v allocatable=%d; labels %v; pod %s Ready",
-			n, NodeIDAnnotation, nd.Annotations[NodeIDAnnotation], e.NodeID, e.TopologyKeys, *e.Allocatable.Count, pick(nd.Labels, cfg.TopologyKeys()), pod.Name)
+			n, csiplugin.NodeIDAnnotation, nd.Annotations[csiplugin.NodeIDAnnotation], e.NodeID, e.TopologyKeys, *e.Allocatable.Count, pick(nd.Labels, cfg.TopologyKeys()), pod.Name)
 	}
 	checkDoctor(t, ctx, 0, "healthy: ", cfg.Driver) // csi-registrar doctor agrees (doctor_test.go)
 }
@@ -545,7 +546,7 @@ func testKubeletRestarted(t *testing.T) {
 		t.Errorf("CSINode entry was not intact during the restart: %s at +%.3fs: %+v", bad.Type, bad.At.Sub(t0).Seconds(), bad.State.CSINode(n).Spec.Drivers)
 	}
 	if bad := nodeRec.All(0, annotated(n, true)); bad != nil {
-		t.Errorf("annotation was not intact during the restart: %s at +%.3fs: %q", bad.Type, bad.At.Sub(t0).Seconds(), bad.State.Node(n).Annotations[NodeIDAnnotation])
+		t.Errorf("annotation was not intact during the restart: %s at +%.3fs: %q", bad.Type, bad.At.Sub(t0).Seconds(), bad.State.Node(n).Annotations[csiplugin.NodeIDAnnotation])
 	}
 	checkSameContainers(t, ctx, pod, nil)
 	checkRegistered(t, ctx, n)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,7 +78,7 @@ func (d *driverUnderTest) expect(ctx context.Context, node string) (nodeExpect, 
 		return e, err
 	}
 	if !r.Annotated || r.Annotation == "" {
-		return e, fmt.Errorf("node %s: annotation %s has no node ID for %s", node, NodeIDAnnotation, d.name)
+		return e, fmt.Errorf("node %s: annotation %s has no node ID for %s", node, csiplugin.NodeIDAnnotation, d.name)
 	}
 	e.nodeID = r.Annotation
 	if len(r.Entries) == 1 {
@@ -120,9 +121,9 @@ func (d *driverUnderTest) problems(r Registration, node string, e nodeExpect) []
 	var p []string
 	switch {
 	case !r.Annotated:
-		p = append(p, fmt.Sprintf("node %s: annotation %s has no key %s", node, NodeIDAnnotation, d.name))
+		p = append(p, fmt.Sprintf("node %s: annotation %s has no key %s", node, csiplugin.NodeIDAnnotation, d.name))
 	case r.Annotation != e.nodeID:
-		p = append(p, fmt.Sprintf("node %s: annotation %s maps %s to %q, want %q", node, NodeIDAnnotation, d.name, r.Annotation, e.nodeID))
+		p = append(p, fmt.Sprintf("node %s: annotation %s maps %s to %q, want %q", node, csiplugin.NodeIDAnnotation, d.name, r.Annotation, e.nodeID))
 	}
 	p = append(p, d.entryProblems(r, node, e)...)
 	for k, v := range e.topology {

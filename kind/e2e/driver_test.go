@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -264,7 +265,7 @@ func testAnyDriverDeployed(t *testing.T) {
 			keys = reg.Entries[0].TopologyKeys
 		}
 		t.Logf("node %s: annotation %s: %s=%s; CSINode entry nodeID=%s topologyKeys=%v allocatable=%s; labels %v; pod %s Ready; expected %s",
-			n, NodeIDAnnotation, d.name, reg.Annotation, e.nodeID, keys, orDash(count), pick(reg.Labels, keys), pod.Name, e)
+			n, csiplugin.NodeIDAnnotation, d.name, reg.Annotation, e.nodeID, keys, orDash(count), pick(reg.Labels, keys), pod.Name, e)
 	}
 	for _, p := range d.csiDriverProblems(ctx) {
 		t.Error(p)

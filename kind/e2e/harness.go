@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -26,9 +27,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
-
-// NodeIDAnnotation is where the kubelet records {driver: nodeID} on the Node.
-const NodeIDAnnotation = "csi.volume.kubernetes.io/nodeid"
 
 // Cluster is the suite's handle on the cluster under test: client-go on the
 // provider's kubeconfig, kubectl for kustomizations, and the provider for
@@ -308,12 +306,12 @@ type Registration struct {
 // AnnotationMap decodes the node ID annotation ({} when absent).
 func AnnotationMap(n *corev1.Node) (map[string]string, error) {
 	m := map[string]string{}
-	raw, ok := n.Annotations[NodeIDAnnotation]
+	raw, ok := n.Annotations[csiplugin.NodeIDAnnotation]
 	if !ok || raw == "" {
 		return m, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return nil, fmt.Errorf("node %s: annotation %s=%q is not a JSON map: %w", n.Name, NodeIDAnnotation, raw, err)
+		return nil, fmt.Errorf("node %s: annotation %s=%q is not a JSON map: %w", n.Name, csiplugin.NodeIDAnnotation, raw, err)
 	}
 	return m, nil
 }
@@ -388,7 +386,7 @@ func (r Registration) Problems(node string, cfg DriverConfig) []string {
 	var p []string
 	switch {
 	case !r.Annotated:
-		p = append(p, fmt.Sprintf("node %s: annotation %s has no key %s", node, NodeIDAnnotation, cfg.Driver))
+		p = append(p, fmt.Sprintf("node %s: annotation %s has no key %s", node, csiplugin.NodeIDAnnotation, cfg.Driver))
 	case cfg.NodeIDIsNodeName && r.Annotation != node:
 		p = append(p, fmt.Sprintf("node %s: annotation maps %s to %q, want the node name", node, cfg.Driver, r.Annotation))
 	}
@@ -589,7 +587,7 @@ func (c *Cluster) Diagnostics(ctx context.Context, nodes []string) string {
 		if nd, err := c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
 			ready, hb := NodeReady(nd)
 			fmt.Fprintf(&b, "==== node %s: Ready=%v (heartbeat %s), annotation %s=%q, labels %v\n",
-				n, ready, hb.Format(time.RFC3339), NodeIDAnnotation, nd.Annotations[NodeIDAnnotation], nd.Labels)
+				n, ready, hb.Format(time.RFC3339), csiplugin.NodeIDAnnotation, nd.Annotations[csiplugin.NodeIDAnnotation], nd.Labels)
 		}
 		if cn, err := c.Client.StorageV1().CSINodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
 			js, _ := json.Marshal(cn.Spec.Drivers)

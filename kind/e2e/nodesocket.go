@@ -8,8 +8,8 @@ import (
 	"net"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -35,8 +35,7 @@ func (p *localProvider) DialNode(ctx context.Context, node, path string) (net.Co
 // connects on the first call: a missing socket fails that call (Unavailable,
 // with the dial error), as it fails the kubelet's.
 func nodeConn(d NodeDialer, node, path string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+path,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	return csiplugin.Dial(path,
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return d.DialNode(ctx, node, path) }))
 }
 

@@ -16,13 +16,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // KubeletRoot is the kubelet's root directory on the nodes of both providers.
-const KubeletRoot = "/var/lib/kubelet"
+const KubeletRoot = csiplugin.DefaultKubeletDir
 
 // PluginsRegistry is the directory the kubelet's plugin watcher watches.
-const PluginsRegistry = KubeletRoot + "/plugins_registry"
+const PluginsRegistry = KubeletRoot + "/" + csiplugin.PluginsRegistryDir
 
 // NodeFile is one entry of a directory on a node.
 type NodeFile struct {

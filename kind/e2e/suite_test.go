@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -293,7 +294,7 @@ func clearRegistration(ctx context.Context, node, driver string) error {
 			js, _ := json.Marshal(m)
 			v = string(js)
 		}
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{NodeIDAnnotation: v}}})
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{csiplugin.NodeIDAnnotation: v}}})
 		if _, err := cl.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return err
 		}

@@ -13,11 +13,9 @@ import (
 	"net/url"
 	"slices"
 	"sort"
-)
 
-// NodeIDAnnotation is the Node annotation in which the kubelet maps each
-// registered CSI driver to its node ID.
-const NodeIDAnnotation = "csi.volume.kubernetes.io/nodeid"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+)
 
 // APIState is what the API server holds about the node's CSI drivers.
 type APIState struct {
@@ -137,10 +135,10 @@ func (d *diagnosis) fetchAPI(ctx context.Context, c *apiClient) {
 	}
 	d.node = &apiNode{Labels: n.Metadata.Labels, Annotations: n.Metadata.Annotations}
 	st.NodeIDs = map[string]string{}
-	if a, ok := n.Metadata.Annotations[NodeIDAnnotation]; ok {
+	if a, ok := n.Metadata.Annotations[csiplugin.NodeIDAnnotation]; ok {
 		if err := json.Unmarshal([]byte(a), &st.NodeIDs); err != nil {
 			d.addf(SeverityError, subject, "the kubelet rewrites it on the next registration; remove the annotation if it stays broken",
-				"annotation %s is not a JSON map of driver names to node IDs: %v", NodeIDAnnotation, err)
+				"annotation %s is not a JSON map of driver names to node IDs: %v", csiplugin.NodeIDAnnotation, err)
 		}
 	}
 
@@ -215,7 +213,7 @@ func (d *diagnosis) compareAPI() {
 		switch {
 		case !inAnnotation:
 			d.addf(SeverityError, name, kubeletLog,
-				"not registered: a live socket announces it, but the Node's %s annotation has no entry for it", NodeIDAnnotation)
+				"not registered: a live socket announces it, but the Node's %s annotation has no entry for it", csiplugin.NodeIDAnnotation)
 		case drv != nil && drv.NodeID != "" && id != drv.NodeID:
 			d.addf(SeverityWarning, name, "re-register (restart the registrar) so that the kubelet writes the current node ID",
 				"the Node annotation maps it to node ID %q, the driver now reports %q", id, drv.NodeID)

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/doctor"
 )
 
@@ -71,7 +71,7 @@ func (f *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		ann := map[string]string{"unrelated": "x"}
 		if f.nodeIDs != nil {
 			b, _ := json.Marshal(f.nodeIDs)
-			ann[doctor.NodeIDAnnotation] = string(b)
+			ann[csiplugin.NodeIDAnnotation] = string(b)
 		}
 		obj = map[string]any{"kind": "Node", "metadata": map[string]any{"name": f.node, "labels": f.labels, "annotations": ann}}
 	case "/apis/storage.k8s.io/v1/csinodes/" + f.node:
@@ -257,7 +257,7 @@ func TestAPIMismatches(t *testing.T) {
 	o.Kubeconfig = api.kubeconfig(t, t.TempDir(), "token: good-token")
 	r := n.run(t, o)
 
-	wantFinding(t, r, doctor.SeverityError, "a.csi.example.com", "not registered", doctor.NodeIDAnnotation)
+	wantFinding(t, r, doctor.SeverityError, "a.csi.example.com", "not registered", csiplugin.NodeIDAnnotation)
 	wantFinding(t, r, doctor.SeverityError, "a.csi.example.com", "not registered", "CSINode node-1 has no entry")
 	wantFinding(t, r, doctor.SeverityWarning, "b.csi.example.com", "no CSIDriver object")
 	wantFinding(t, r, doctor.SeverityWarning, "gone.csi.example.com", "no live socket")
@@ -354,7 +354,7 @@ func TestAPIErrors(t *testing.T) {
 	} {
 		o.Kubeconfig = api.kubeconfig(t, t.TempDir(), tc.user...)
 		_, err := doctor.Run(t.Context(), o)
-		if !registrar.IsValidationError(err) || !strings.Contains(err.Error(), tc.rule) || !strings.Contains(err.Error(), o.Kubeconfig) {
+		if !csiplugin.IsValidationError(err) || !strings.Contains(err.Error(), tc.rule) || !strings.Contains(err.Error(), o.Kubeconfig) {
 			t.Errorf("%q: want a validation error naming %q and the file, got %v", tc.user, tc.rule, err)
 		}
 	}

@@ -17,18 +17,15 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // Defaults for Options.
 const (
-	DefaultKubeletDir = "/var/lib/kubelet"
+	DefaultKubeletDir = csiplugin.DefaultKubeletDir
 	DefaultTimeout    = time.Second
 )
-
-// GetInfoTimeout is the kubelet's hard-coded deadline for GetInfo
-// (pkg/kubelet/pluginmanager/operationexecutor). A plugin slower than this is
-// never registered, whatever Options.Timeout says.
-const GetInfoTimeout = time.Second
 
 // Options configures Run. Paths are host paths (as the kubelet sees them);
 // HostRoot says where the host's file system is mounted in the process
@@ -51,7 +48,7 @@ type Options struct {
 	// Kubeconfig, the Node's labels from the API server are used as well.
 	NodeLabels map[string]string
 	// Timeout bounds each call to a CSI driver and each API request.
-	// GetInfo always uses the kubelet's GetInfoTimeout. Default 1s.
+	// GetInfo always uses the kubelet's csiplugin.GetInfoTimeout. Default 1s.
 	Timeout time.Duration
 	// Kubeconfig, if set, is the path of a kubeconfig whose current context
 	// is used to read the Node, its CSINode and the CSIDriver objects.
@@ -63,7 +60,7 @@ func (o Options) withDefaults() Options {
 		o.KubeletDir = DefaultKubeletDir
 	}
 	if o.PluginsRegistry == "" {
-		o.PluginsRegistry = filepath.Join(o.KubeletDir, "plugins_registry")
+		o.PluginsRegistry = filepath.Join(o.KubeletDir, csiplugin.PluginsRegistryDir)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -71,7 +68,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// validate checks the options; its errors are *registrar.ValidationError
+// validate checks the options; its errors are *csiplugin.ValidationError
 // through badOption.
 func (o Options) validate() error {
 	for _, p := range []struct{ what, v string }{
@@ -156,7 +153,7 @@ func (r *Report) Count(s Severity) int {
 }
 
 // Run diagnoses the node's plugin registration. The error is for options
-// that are not valid (a *registrar.ValidationError) or a kubeconfig that
+// that are not valid (a *csiplugin.ValidationError) or a kubeconfig that
 // cannot be used; everything found on the node is a Finding.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	o := opts.withDefaults()

@@ -12,7 +12,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/doctor"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
@@ -288,7 +288,7 @@ func TestHostRoot(t *testing.T) {
 	wantFinding(t, r, doctor.SeverityError, "h.csi.example.com", "endpoint "+hostDrv, "does not exist")
 }
 
-// TestBadOptions: options that break a rule are a *registrar.ValidationError
+// TestBadOptions: options that break a rule are a *csiplugin.ValidationError
 // naming the value.
 func TestBadOptions(t *testing.T) {
 	t.Parallel()
@@ -299,11 +299,11 @@ func TestBadOptions(t *testing.T) {
 		{Kubeconfig: "/nonexistent/kubeconfig", NodeName: "n"},
 	} {
 		_, err := doctor.Run(context.Background(), o)
-		if !registrar.IsValidationError(err) {
+		if !csiplugin.IsValidationError(err) {
 			t.Errorf("%+v: want a validation error, got %v", o, err)
 		}
 	}
-	if _, err := doctor.ParseLabels("a=b,novalue"); !registrar.IsValidationError(err) || !strings.Contains(err.Error(), "novalue") {
+	if _, err := doctor.ParseLabels("a=b,novalue"); !csiplugin.IsValidationError(err) || !strings.Contains(err.Error(), "novalue") {
 		t.Errorf("ParseLabels: %v", err)
 	}
 	if l, err := doctor.ParseLabels("a=b, c=d="); err != nil || l["a"] != "b" || l["c"] != "d=" {

@@ -9,12 +9,8 @@ import (
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
-
-// maxNodeIDLength is the API server's limit on CSINode's nodeID.
-const maxNodeIDLength = 192
 
 // Driver is what a CSI endpoint answered.
 type Driver struct {
@@ -38,7 +34,7 @@ func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
 		endpoint = e.Path // the kubelet's rule: no endpoint means this same socket
 	}
 	subject := p.Name
-	path, err := registrar.ParseEndpoint(endpoint)
+	path, err := csiplugin.ParseEndpoint(endpoint)
 	if err != nil {
 		d.addf(SeverityError, subject, "set the registrar's --kubelet-registration-path to the driver socket's absolute host path, at most 107 bytes",
 			"the endpoint %q announced by %s cannot be dialed by the kubelet: %v", endpoint, e.Path, err)
@@ -130,9 +126,9 @@ func (d *diagnosis) checkNodeInfo(subject, path string, drv *Driver) {
 	case drv.NodeID == "":
 		d.addf(SeverityError, subject, "give the driver its node ID, e.g. --node-id=$(KUBE_NODE_NAME) with KUBE_NODE_NAME from the downward API (spec.nodeName)",
 			"NodeGetInfo on %s returns an empty node ID: the kubelet rejects the registration", path)
-	case len(drv.NodeID) > maxNodeIDLength:
+	case len(drv.NodeID) > csiplugin.MaxNodeIDLength:
 		d.addf(SeverityError, subject, "shorten the driver's node ID",
-			"NodeGetInfo's node ID is %d bytes long; the API server accepts at most %d in CSINode", len(drv.NodeID), maxNodeIDLength)
+			"NodeGetInfo's node ID is %d bytes long; the API server accepts at most %d in CSINode", len(drv.NodeID), csiplugin.MaxNodeIDLength)
 	case d.opts.NodeName != "" && drv.NodeID != d.opts.NodeName:
 		d.addf(SeverityInfo, subject, "right if the driver uses another identity (e.g. a cloud instance ID); otherwise pass --node-id=$(KUBE_NODE_NAME) (from spec.nodeName): a host name read inside a pod is the pod's name",
 			"node ID %q is not the node name %q", drv.NodeID, d.opts.NodeName)
@@ -181,5 +177,5 @@ func ParseLabels(s string) (map[string]string, error) {
 }
 
 func badOption(what, value, rule, fix string) error {
-	return &registrar.ValidationError{What: what, Value: value, Rule: rule, Fix: fix}
+	return &csiplugin.ValidationError{What: what, Value: value, Rule: rule, Fix: fix}
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // WriteJSON writes the report as one indented JSON document.
@@ -91,7 +93,7 @@ func WriteText(w io.Writer, r *Report) error {
 			csidrivers = "(not read)"
 		}
 		line("API SERVER", "")
-		line("  Node annotation "+NodeIDAnnotation, dash(pairs(a.NodeIDs)))
+		line("  Node annotation "+csiplugin.NodeIDAnnotation, dash(pairs(a.NodeIDs)))
 		line("  CSINode "+r.NodeName+" drivers", csinode)
 		line("  CSIDriver objects", csidrivers)
 		tw.Flush()

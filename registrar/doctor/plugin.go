@@ -10,13 +10,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-
-	"github.com/csi-registrar/csi-registrar/registrar"
 )
 
 // Plugin is a registration socket's answer to GetInfo.
@@ -40,7 +38,7 @@ const (
 // inspectSocket calls GetInfo on one registry socket as the kubelet does,
 // records the answer in e, and checks the CSI driver it announces.
 func (d *diagnosis) inspectSocket(ctx context.Context, e *Entry) {
-	if len(e.Path) > registrar.MaxSocketPathLength {
+	if len(e.Path) > csiplugin.MaxSocketPathLength {
 		return // nobody can dial it; checkEntry flagged it
 	}
 	if !d.dialable(e.Path) {
@@ -56,7 +54,7 @@ func (d *diagnosis) inspectSocket(ctx context.Context, e *Entry) {
 		return
 	case GetInfoHung:
 		d.addf(SeverityError, e.Path, "find the process serving it (ss -xlp | grep "+e.Path+") and restart it",
-			"hung: it accepts connections but did not answer GetInfo within the kubelet's %s deadline; the kubelet will not register it", GetInfoTimeout)
+			"hung: it accepts connections but did not answer GetInfo within the kubelet's %s deadline; the kubelet will not register it", csiplugin.GetInfoTimeout)
 		return
 	case GetInfoNotRegistrar:
 		d.addf(SeverityError, e.Path, "keep only registration sockets in plugins_registry: a CSI driver's own socket belongs in <kubelet-dir>/plugins/<driver>/",
@@ -81,7 +79,7 @@ func (d *diagnosis) inspectSocket(ctx context.Context, e *Entry) {
 			"GetInfo type %q: the kubelet has no handler for it and rejects the plugin", p.Type)
 		return
 	}
-	if err := registrar.ValidateDriverName(p.Name); err != nil {
+	if err := csiplugin.ValidateDriverName(p.Name); err != nil {
 		d.addf(SeverityError, e.Path, "fix the name the driver reports (GetPluginInfo) or the registrar's --driver-name",
 			"GetInfo announces a driver name the API server refuses in CSINode: %v", err)
 	}
@@ -97,12 +95,12 @@ func (d *diagnosis) inspectSocket(ctx context.Context, e *Entry) {
 // not. If it cannot, that is a warning: the socket could not be checked.
 func (d *diagnosis) dialable(hostPath string) bool {
 	local := d.local(hostPath)
-	if len(local) <= registrar.MaxSocketPathLength {
+	if len(local) <= csiplugin.MaxSocketPathLength {
 		return true
 	}
 	d.addf(SeverityWarning, hostPath, "run doctor on the node itself, without --host-root",
 		"not checked: under --host-root the path is %s, %d bytes long, over the %d a unix socket address holds",
-		local, len(local), registrar.MaxSocketPathLength)
+		local, len(local), csiplugin.MaxSocketPathLength)
 	return false
 }
 
@@ -121,7 +119,7 @@ func hasV1(versions []string) bool {
 // the kubelet's deadline. It tells a stale socket (connection refused) from
 // a hung one (no answer in time) and from one that speaks something else.
 func getInfo(ctx context.Context, path string) (*registerapi.PluginInfo, string, error) {
-	if err := dialCheck(path, GetInfoTimeout); err != nil {
+	if err := dialCheck(path, csiplugin.GetInfoTimeout); err != nil {
 		return nil, classifyDial(err), err
 	}
 	conn, err := dialGRPC(path)
@@ -129,7 +127,7 @@ func getInfo(ctx context.Context, path string) (*registerapi.PluginInfo, string,
 		return nil, getInfoFailedPrefixed + err.Error(), err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, GetInfoTimeout)
+	ctx, cancel := context.WithTimeout(ctx, csiplugin.GetInfoTimeout)
 	defer cancel()
 	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
 	switch {
@@ -169,14 +167,7 @@ func classifyDial(err error) string {
 }
 
 // dialGRPC makes a gRPC client for the unix socket at path, as the kubelet
-// does (a plain path, insecure transport).
+// does, with a user agent a registrar does not take for the kubelet's.
 func dialGRPC(path string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+path,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"),
-		// A registrar does not take doctor's GetInfo for the kubelet's.
-		grpc.WithUserAgent(registrar.NotKubeletUserAgent+" (doctor)"),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", addr)
-		}))
+	return csiplugin.Dial(path, grpc.WithUserAgent(csiplugin.NotKubeletUserAgent+" (doctor)"))
 }

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // Kinds of Entry.
@@ -158,10 +158,10 @@ func (d *diagnosis) checkEntry(e *Entry) {
 			"a %s, not a socket: the kubelet ignores it", e.Kind)
 		return
 	}
-	if len(e.Path) > registrar.MaxSocketPathLength {
+	if len(e.Path) > csiplugin.MaxSocketPathLength {
 		d.addf(SeverityError, e.Path, "use a shorter driver name or kubelet --root-dir",
 			"the path is %d bytes long; a unix socket address holds at most %d, so the kubelet cannot dial it",
-			len(e.Path), registrar.MaxSocketPathLength)
+			len(e.Path), csiplugin.MaxSocketPathLength)
 	}
 	if why := unreachableMode(e); why != "" {
 		d.addf(SeverityWarning, e.Path, "let the plugin create its socket as root with mode 0600 or 0660 (umask 0077 as root)",

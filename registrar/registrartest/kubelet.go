@@ -11,19 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-)
-
-// Timeouts the kubelet uses (pkg/kubelet/pluginmanager, pkg/volume/csi).
-const (
-	GetInfoTimeout     = time.Second
-	NotifyTimeout      = 5 * time.Second
-	NodeGetInfoTimeout = 2 * time.Minute
 )
 
 // Registration is what one kubelet-style registration saw.
@@ -85,7 +77,7 @@ func Reject(ctx context.Context, socketPath, reason string) error {
 
 // GetInfo calls GetInfo with the kubelet's 1 s deadline.
 func GetInfo(ctx context.Context, client registerapi.RegistrationClient) (*registerapi.PluginInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, GetInfoTimeout)
+	ctx, cancel := context.WithTimeout(ctx, csiplugin.GetInfoTimeout)
 	defer cancel()
 	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{})
 	if err != nil {
@@ -96,7 +88,7 @@ func GetInfo(ctx context.Context, client registerapi.RegistrationClient) (*regis
 
 // Notify calls NotifyRegistrationStatus with the kubelet's 5 s deadline.
 func Notify(ctx context.Context, client registerapi.RegistrationClient, st *registerapi.RegistrationStatus) error {
-	ctx, cancel := context.WithTimeout(ctx, NotifyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, csiplugin.NotifyTimeout)
 	defer cancel()
 	if _, err := client.NotifyRegistrationStatus(ctx, st); err != nil {
 		return fmt.Errorf("NotifyRegistrationStatus: %w", err)
@@ -158,7 +150,7 @@ func NodeGetInfo(ctx context.Context, endpoint string) (*csi.NodeGetInfoResponse
 		return nil, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, NodeGetInfoTimeout)
+	ctx, cancel := context.WithTimeout(ctx, csiplugin.NodeGetInfoTimeout)
 	defer cancel()
 	rsp, err := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
 	if err != nil {
@@ -180,5 +172,5 @@ func endpointOf(info *registerapi.PluginInfo, socketPath string) string {
 }
 
 func dial(path string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return csiplugin.Dial(path)
 }

@@ -43,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,21 +63,16 @@ const listenBacklog = 4096
 // answer ENOTTY or EINVAL, and it needs CAP_NET_ADMIN (EPERM otherwise).
 const siocUnixFile = 0x89E0
 
-// fileID tells one file from another: device and inode.
-type fileID struct{ dev, ino uint64 }
-
-func idOfStat(st *unix.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: st.Ino} }
-
 // Socket is a listening unix socket this process created. See the package
 // comment for what it guarantees.
 type Socket struct {
 	path, dir, name string
 	listener        *net.UnixListener
-	dirfd           int    // O_PATH descriptor of dir
-	pinfd           int    // O_PATH descriptor of the socket file: keeps its inode from reuse
-	id              fileID // of the socket file
-	lockfd          int    // flock-ed lock file, -1 when not held
-	lockID          fileID
+	dirfd           int              // O_PATH descriptor of dir
+	pinfd           int              // O_PATH descriptor of the socket file: keeps its inode from reuse
+	id              csiplugin.FileID // of the socket file
+	lockfd          int              // flock-ed lock file, -1 when not held
+	lockID          csiplugin.FileID
 
 	closeOnce sync.Once
 	removed   bool
@@ -143,12 +139,12 @@ func (s *Socket) Close() (removed bool) {
 }
 
 // is reports whether name in the directory is the file id, of type typ.
-func (s *Socket) is(name string, id fileID, typ uint32) bool {
+func (s *Socket) is(name string, id csiplugin.FileID, typ uint32) bool {
 	var st unix.Stat_t
 	if err := unix.Fstatat(s.dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return false
 	}
-	return st.Mode&unix.S_IFMT == typ && idOfStat(&st) == id
+	return st.Mode&unix.S_IFMT == typ && csiplugin.FileIDOfStat(&st) == id
 }
 
 // lockName is the lock file's name: hidden from the kubelet's plugin watcher,
@@ -181,8 +177,8 @@ func (s *Socket) lock() error {
 		// flock: then we hold a lock nobody else can see. Check the name
 		// still is the file we locked.
 		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err == nil && s.is(name, idOfStat(&st), unix.S_IFREG) {
-			s.lockfd, s.lockID = fd, idOfStat(&st)
+		if err := unix.Fstat(fd, &st); err == nil && s.is(name, csiplugin.FileIDOfStat(&st), unix.S_IFREG) {
+			s.lockfd, s.lockID = fd, csiplugin.FileIDOfStat(&st)
 			return nil
 		}
 		unix.Close(fd)
@@ -226,7 +222,7 @@ func (s *Socket) removeStale() error {
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return notSocket(s.path, modeType(st.Mode))
 	}
-	found := idOfStat(&st)
+	found := csiplugin.FileIDOfStat(&st)
 	conn, err := net.DialTimeout("unix", s.path, staleDialTimeout)
 	if err == nil {
 		conn.Close()
@@ -245,7 +241,7 @@ func (s *Socket) removeStale() error {
 
 // removeDead removes the dead socket found at the path, through a private
 // name: see the package comment.
-func (s *Socket) removeDead(found fileID) error {
+func (s *Socket) removeDead(found csiplugin.FileID) error {
 	private := fmt.Sprintf(".%s.%d.stale", s.name, os.Getpid())
 	err := unix.Renameat2(s.dirfd, s.name, s.dirfd, private, unix.RENAME_NOREPLACE)
 	if errors.Is(err, syscall.EINVAL) { // a file system without RENAME_NOREPLACE; the private name is ours
@@ -347,7 +343,7 @@ func (s *Socket) pin(fd int) error {
 	if err := unix.Fstat(pinfd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK || int(st.Uid) != os.Geteuid() {
 		return inUse(s.path, "the socket was replaced right after it was created")
 	}
-	s.id = idOfStat(&st)
+	s.id = csiplugin.FileIDOfStat(&st)
 	if !s.Owned() {
 		return inUse(s.path, "the socket was replaced right after it was created")
 	}

@@ -1,4 +1,4 @@
-package registrar_test
+package csiplugin_test
 
 import (
 	"path/filepath"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 func TestValidateDriverName(t *testing.T) {
@@ -33,14 +33,14 @@ func TestValidateDriverName(t *testing.T) {
 		{".a", "every dot-separated part"},
 		{"a b", `' '`},
 	} {
-		err := registrar.ValidateDriverName(tc.name)
+		err := csiplugin.ValidateDriverName(tc.name)
 		if tc.wantRule == "" {
 			if err != nil {
 				t.Errorf("ValidateDriverName(%q) = %v, want nil", tc.name, err)
 			}
 			continue
 		}
-		if err == nil || !registrar.IsValidationError(err) {
+		if err == nil || !csiplugin.IsValidationError(err) {
 			t.Errorf("ValidateDriverName(%q) = %v, want a validation error", tc.name, err)
 			continue
 		}
@@ -51,12 +51,12 @@ func TestValidateDriverName(t *testing.T) {
 }
 
 func TestRegistrationSocketPath(t *testing.T) {
-	p, err := registrar.RegistrationSocketPath("/registration", "a.example.com")
+	p, err := csiplugin.RegistrationSocketPath("/registration", "a.example.com")
 	if err != nil || p != "/registration/a.example.com-reg.sock" {
 		t.Fatalf("got %q, %v", p, err)
 	}
 	long := "/" + strings.Repeat("d", 60)
-	if _, err := registrar.RegistrationSocketPath(long, strings.Repeat("n", 50)); err == nil ||
+	if _, err := csiplugin.RegistrationSocketPath(long, strings.Repeat("n", 50)); err == nil ||
 		!strings.Contains(err.Error(), "at most 107") {
 		t.Fatalf("over-long socket path: %v, want the 107-byte rule", err)
 	}
@@ -71,7 +71,7 @@ func TestValidateKubeletRegistrationPath(t *testing.T) {
 		{"/var/lib/kubelet/plugins/x/", "clean"},
 		{"/" + strings.Repeat("p", 107), "at most 107"},
 	} {
-		err := registrar.ValidateKubeletRegistrationPath(tc.path)
+		err := csiplugin.ValidateHostSocketPath("kubelet registration path", tc.path)
 		if (err == nil) != (tc.rule == "") || err != nil && !strings.Contains(err.Error(), tc.rule) {
 			t.Errorf("ValidateKubeletRegistrationPath(%q) = %v, want rule %q", tc.path, err, tc.rule)
 		}
@@ -87,7 +87,7 @@ func TestParseEndpoint(t *testing.T) {
 		"csi.sock":             "",
 		"unix://":              "",
 	} {
-		got, err := registrar.ParseEndpoint(in)
+		got, err := csiplugin.ParseEndpoint(in)
 		if got != want || (err == nil) != (want != "") {
 			t.Errorf("ParseEndpoint(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -101,7 +101,7 @@ func FuzzValidateDriverName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if registrar.ValidateDriverName(name) != nil {
+		if csiplugin.ValidateDriverName(name) != nil {
 			return
 		}
 		if name == "" || len(name) > 63 || !utf8.ValidString(name) || strings.ContainsAny(name, "/\\\x00\n_ ") {
@@ -121,7 +121,7 @@ func FuzzRegistrationSocketPath(f *testing.F) {
 	f.Add("/a/../b", "x")
 	f.Add("reg", "x.y")
 	f.Fuzz(func(t *testing.T, dir, name string) {
-		p, err := registrar.RegistrationSocketPath(dir, name)
+		p, err := csiplugin.RegistrationSocketPath(dir, name)
 		if err != nil {
 			return
 		}
@@ -155,18 +155,18 @@ func isDNS1123Subdomain(s string) bool {
 // long, with its length.
 func TestValidationErrorCapsValue(t *testing.T) {
 	long := strings.Repeat("a", 1<<20) + "_"
-	err := registrar.ValidateDriverName(long)
+	err := csiplugin.ValidateDriverName(long)
 	if err == nil {
 		t.Fatal("a 1 MiB name was accepted")
 	}
 	msg := err.Error()
-	if len(msg) > 2*registrar.MaxEchoedValue || !strings.Contains(msg, "(1048577 bytes)") {
+	if len(msg) > 2*csiplugin.MaxEchoedValue || !strings.Contains(msg, "(1048577 bytes)") {
 		t.Fatalf("error is %d bytes long, want the value cut to %d bytes and its length named: %.300q",
-			len(msg), registrar.MaxEchoedValue, msg)
+			len(msg), csiplugin.MaxEchoedValue, msg)
 	}
 	// A cut never splits a character.
 	multi := strings.Repeat("ï", 300)
-	if got := registrar.Echo(multi); !utf8.ValidString(got) || !strings.Contains(got, "(600 bytes)") {
+	if got := csiplugin.Echo(multi); !utf8.ValidString(got) || !strings.Contains(got, "(600 bytes)") {
 		t.Errorf("Echo of 300 × 'ï' = %q, want valid UTF-8 naming 600 bytes", got)
 	}
 }
@@ -180,7 +180,7 @@ func TestValidateDriverNameReportsRunes(t *testing.T) {
 		{"ab\xc3", `the byte 0xc3 (not UTF-8) at position 2`},
 		{"a_b", `'_' at position 1`},
 	} {
-		err := registrar.ValidateDriverName(c.name)
+		err := csiplugin.ValidateDriverName(c.name)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ValidateDriverName(%q) = %v, want it to name %s", c.name, err, c.want)
 		}
