@@ -32,8 +32,8 @@ const (
 	KubeletRetrySilence = kubeletRetrySilence
 )
 
-// ClassifyListenError returns the stage and the metric reason of a listen error.
-func ClassifyListenError(err error, path string) (Stage, string) {
-	f := classifyListenError(err, path)
-	return f.stage, f.reason
+// ListenFault returns the stage and the metric reason of a listen error.
+func ListenFault(err error) (Stage, string) {
+	kind, stage := listenFault(err)
+	return stage, string(kind)
 }

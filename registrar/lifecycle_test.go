@@ -321,9 +321,12 @@ func TestHealthFollowsDriverAndLoop(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "Probe") {
 		t.Fatalf("/readyz with the driver gone = %d %q, want 503 naming Probe", code, body)
 	}
-	if _, m := get(r, "/metrics"); !strings.Contains(m, "csi_registrar_driver_reachable 0") {
-		t.Errorf("driver_reachable not 0 with the driver gone")
-	}
+	// driver_reachable has one writer, the control loop, which sees the
+	// driver's socket go.
+	eventually(t, "driver_reachable 0 with the driver gone", func() bool {
+		_, m := get(r, "/metrics")
+		return strings.Contains(m, "csi_registrar_driver_reachable 0")
+	})
 	serveNamedDriver(t, e.driverSock, d)
 	eventually(t, "ready again", func() bool { code, _ := get(r, "/readyz"); return code == http.StatusOK })
 	if code, _ := get(r, "/healthz"); code != http.StatusOK {

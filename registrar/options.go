@@ -1,12 +1,66 @@
 package registrar
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+)
+
+// Options configure a Registrar. The zero value of a duration means its default.
+type Options struct {
+	// CSIAddress is the driver's socket as this process sees it: a path or a
+	// unix:// URL. Default /run/csi/socket.
+	CSIAddress string
+	// KubeletRegistrationPath is the driver's socket path on the host, which
+	// the kubelet dials (GetInfo's Endpoint). Required; absolute and clean.
+	KubeletRegistrationPath string
+	// PluginRegistrationPath is the directory mounted from the kubelet's
+	// plugins_registry. Default /registration.
+	PluginRegistrationPath string
+	// DriverName, when set, is registered without asking GetPluginInfo; the
+	// driver must still answer Probe before the socket is created.
+	DriverName string
+	// Timeout bounds each call to the driver (GetPluginInfo, Probe). Default 1s.
+	Timeout time.Duration
+	// ConnectionTimeout bounds the wait for the driver at start; 0 waits forever.
+	ConnectionTimeout time.Duration
+	// KubeletWait is how long to wait for the kubelet's GetInfo on a new socket
+	// before re-creating it. Default 2m.
+	KubeletWait time.Duration
+	// RegistrationRetryMax caps the backoff (1 s doubling) between socket
+	// re-creations after a rejection, silence or conflict. Default 5m.
+	RegistrationRetryMax time.Duration
+	// HTTPEndpoint, if set, is the TCP address serving /healthz, /readyz and
+	// /metrics (and /debug/pprof/ with EnablePprof).
+	HTTPEndpoint string
+	EnablePprof  bool
+	// ShutdownTimeout bounds how long stopping a registration socket (at
+	// exit, or to re-create it) lets running calls finish before it cancels
+	// them and closes their connections. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Version is the label of csi_registrar_build_info; empty: the main
+	// module's version from the build information.
+	Version string
+	// Logger receives one line per lifecycle event. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults for Options.
+const (
+	DefaultCSIAddress             = "/run/csi/socket"
+	DefaultPluginRegistrationPath = "/registration"
+	DefaultTimeout                = time.Second
+	DefaultKubeletWait            = 2 * time.Minute
+	DefaultRegistrationRetryMax   = 5 * time.Minute
+	// DefaultShutdownTimeout: the registrar's own gRPC handlers answer in
+	// microseconds; what it bounds is a client that does not finish its call.
+	DefaultShutdownTimeout = time.Second
 )
 
 // Lower bounds of the durations in Options. Below them the registrar does
@@ -28,46 +82,147 @@ const (
 	MinRegistrationRetryMax = time.Second
 )
 
-// DefaultShutdownTimeout is Options.ShutdownTimeout's default. The
-// registrar's own gRPC handlers answer in microseconds; what it bounds is a
-// client that does not finish its call.
-const DefaultShutdownTimeout = time.Second
+// Option names a field of Options (or of a library's options built on the
+// same error, e.g. stubdriver's), as an *OptionError reports it.
+type Option string
 
-// checkLimits sets ShutdownTimeout's default and checks the lower bounds of
-// the durations and the form of HTTPEndpoint. Errors are *csiplugin.ValidationError
-// naming the Options field.
-func checkLimits(o *Options) error {
+// The fields of Options.
+const (
+	OptionCSIAddress              Option = "CSIAddress"
+	OptionKubeletRegistrationPath Option = "KubeletRegistrationPath"
+	OptionPluginRegistrationPath  Option = "PluginRegistrationPath"
+	OptionDriverName              Option = "DriverName"
+	OptionTimeout                 Option = "Timeout"
+	OptionConnectionTimeout       Option = "ConnectionTimeout"
+	OptionKubeletWait             Option = "KubeletWait"
+	OptionRegistrationRetryMax    Option = "RegistrationRetryMax"
+	OptionHTTPEndpoint            Option = "HTTPEndpoint"
+	OptionShutdownTimeout         Option = "ShutdownTimeout"
+)
+
+// OptionError is an error about the value of one option. Its message calls
+// the option "Options.<Option>"; a program that sets options from flags
+// names the flag instead with Describe. When Err is a
+// *csiplugin.ValidationError the value breaks a rule (errors.As and
+// csiplugin.IsValidationError find it); otherwise acting on the value
+// failed (e.g. listening on HTTPEndpoint), and Err says how.
+type OptionError struct {
+	Option Option
+	Err    error
+	// format, for a failure that is not a ValidationError, has %[1]s where
+	// the option's name goes and %[2]v where Err goes.
+	format string
+}
+
+func (e *OptionError) Error() string { return e.Describe("Options." + string(e.Option)) }
+
+// Describe returns the message with the option called name, e.g. "--timeout".
+func (e *OptionError) Describe(name string) string {
+	var ve *csiplugin.ValidationError
+	if e.format == "" && errors.As(e.Err, &ve) {
+		named := *ve
+		named.What = name
+		return named.Error()
+	}
+	return fmt.Sprintf(e.format, name, e.Err)
+}
+
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// invalid returns the *OptionError for opt's value v breaking rule.
+func invalid(opt Option, v, rule, fix string) *OptionError {
+	return &OptionError{Option: opt, Err: &csiplugin.ValidationError{What: "Options." + string(opt), Value: v, Rule: rule, Fix: fix}}
+}
+
+// optionFailed returns the *OptionError for acting on opt having failed;
+// format has %[1]s for the option's name and %[2]v for err.
+func optionFailed(opt Option, format string, err error) *OptionError {
+	return &OptionError{Option: opt, Err: err, format: format}
+}
+
+// ruleOf names opt in err, a *csiplugin.ValidationError of a shared rule.
+func ruleOf(opt Option, err error) error {
+	var ve *csiplugin.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	return &OptionError{Option: opt, Err: ve}
+}
+
+// config is Options validated once, with defaults applied and what follows
+// from them derived: the one value the rest of the package reads.
+type config struct {
+	Options
+	driverPath string // CSIAddress as a clean file system path
+}
+
+// validate applies the defaults and checks every option, once. Errors are
+// *OptionError; nothing has been created.
+func (o Options) validate() (config, error) {
+	if o.CSIAddress == "" {
+		o.CSIAddress = DefaultCSIAddress
+	}
+	if o.PluginRegistrationPath == "" {
+		o.PluginRegistrationPath = DefaultPluginRegistrationPath
+	}
+	o.PluginRegistrationPath = filepath.Clean(o.PluginRegistrationPath)
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.KubeletWait == 0 {
+		o.KubeletWait = DefaultKubeletWait
+	}
+	if o.RegistrationRetryMax == 0 {
+		o.RegistrationRetryMax = DefaultRegistrationRetryMax
+	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	for _, d := range []struct {
-		field string
-		v     time.Duration
-		min   time.Duration
-		zero  bool // 0 is allowed and means "no limit"
+		opt  Option
+		v    time.Duration
+		min  time.Duration
+		zero bool // 0 is allowed and means "no limit"
 	}{
-		{"Options.Timeout", o.Timeout, MinTimeout, false},
-		{"Options.ConnectionTimeout", o.ConnectionTimeout, MinConnectionTimeout, true},
-		{"Options.KubeletWait", o.KubeletWait, MinKubeletWait, false},
-		{"Options.RegistrationRetryMax", o.RegistrationRetryMax, MinRegistrationRetryMax, false},
+		{OptionTimeout, o.Timeout, MinTimeout, false},
+		{OptionConnectionTimeout, o.ConnectionTimeout, MinConnectionTimeout, true},
+		{OptionKubeletWait, o.KubeletWait, MinKubeletWait, false},
+		{OptionRegistrationRetryMax, o.RegistrationRetryMax, MinRegistrationRetryMax, false},
+		{OptionShutdownTimeout, o.ShutdownTimeout, 0, false},
 	} {
-		if d.v < 0 || d.v == 0 && d.zero {
-			continue // negative: refused by New with its own message
-		}
-		if d.v < d.min {
+		switch {
+		case d.v < 0:
+			return config{}, invalid(d.opt, d.v.String(), "must not be negative", "use a duration such as 1s or 2m")
+		case d.v == 0 && d.zero:
+		case d.v < d.min:
 			rule := fmt.Sprintf("must be at least %s", d.min)
 			if d.zero {
 				rule += " (or 0 for no limit)"
 			}
-			return &csiplugin.ValidationError{What: d.field, Value: d.v.String(), Rule: rule,
-				Fix: fmt.Sprintf("use %s or more; shorter values make the registrar churn, not react faster", d.min)}
+			return config{}, invalid(d.opt, d.v.String(), rule,
+				fmt.Sprintf("use %s or more; shorter values make the registrar churn, not react faster", d.min))
 		}
 	}
-	if o.ShutdownTimeout < 0 {
-		return &csiplugin.ValidationError{What: "Options.ShutdownTimeout", Value: o.ShutdownTimeout.String(),
-			Rule: "must not be negative", Fix: "use a duration such as 1s"}
+	if err := checkHTTPEndpoint(o.HTTPEndpoint); err != nil {
+		return config{}, err
 	}
-	return checkHTTPEndpoint(o.HTTPEndpoint)
+	path, err := csiplugin.ParseEndpoint(o.CSIAddress)
+	if err != nil {
+		return config{}, ruleOf(OptionCSIAddress, err)
+	}
+	if err := csiplugin.ValidateHostSocketPath("Options.KubeletRegistrationPath", o.KubeletRegistrationPath); err != nil {
+		return config{}, ruleOf(OptionKubeletRegistrationPath, err)
+	}
+	if o.DriverName != "" {
+		// Checks the name and that its socket path fits.
+		if _, err := csiplugin.RegistrationSocketPath(o.PluginRegistrationPath, o.DriverName); err != nil {
+			return config{}, err
+		}
+	}
+	return config{Options: o, driverPath: filepath.Clean(path)}, nil
 }
 
 // checkHTTPEndpoint checks that a non-empty endpoint is host:port with a
@@ -77,8 +232,7 @@ func checkHTTPEndpoint(ep string) error {
 		return nil
 	}
 	bad := func(rule string) error {
-		return &csiplugin.ValidationError{What: "Options.HTTPEndpoint", Value: ep, Rule: rule,
-			Fix: "use host:port or :port, e.g. :9809 or 127.0.0.1:9809"}
+		return invalid(OptionHTTPEndpoint, ep, rule, "use host:port or :port, e.g. :9809 or 127.0.0.1:9809")
 	}
 	host, port, err := net.SplitHostPort(ep)
 	if err != nil {

@@ -30,57 +30,9 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Options configure a Registrar. The zero value of a duration means its default.
-type Options struct {
-	// CSIAddress is the driver's socket as this process sees it: a path or a
-	// unix:// URL. Default /run/csi/socket.
-	CSIAddress string
-	// KubeletRegistrationPath is the driver's socket path on the host, which
-	// the kubelet dials (GetInfo's Endpoint). Required.
-	KubeletRegistrationPath string
-	// PluginRegistrationPath is the directory mounted from the kubelet's
-	// plugins_registry. Default /registration.
-	PluginRegistrationPath string
-	// DriverName, when set, is registered without asking GetPluginInfo; the
-	// driver must still answer Probe before the socket is created.
-	DriverName string
-	// Timeout bounds each call to the driver (GetPluginInfo, Probe). Default 1s.
-	Timeout time.Duration
-	// ConnectionTimeout bounds the wait for the driver at start; 0 waits forever.
-	ConnectionTimeout time.Duration
-	// KubeletWait is how long to wait for the kubelet's GetInfo on a new socket
-	// before re-creating it. Default 2m.
-	KubeletWait time.Duration
-	// RegistrationRetryMax caps the backoff (1 s doubling) between socket
-	// re-creations after a rejection, silence or conflict. Default 5m.
-	RegistrationRetryMax time.Duration
-	// HTTPEndpoint, if set, is the TCP address serving /healthz, /readyz and
-	// /metrics (and /debug/pprof/ with EnablePprof).
-	HTTPEndpoint string
-	EnablePprof  bool
-	// ShutdownTimeout bounds how long stopping a registration socket (at
-	// exit, or to re-create it) lets running calls finish before it cancels
-	// them and closes their connections. Default DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Version is the label of csi_registrar_build_info; empty: the main
-	// module's version from the build information.
-	Version string
-	// Logger receives one line per lifecycle event. Default slog.Default().
-	Logger *slog.Logger
-}
-
-// Defaults for Options.
-const (
-	DefaultCSIAddress             = "/run/csi/socket"
-	DefaultPluginRegistrationPath = "/registration"
-	DefaultTimeout                = time.Second
-	DefaultKubeletWait            = 2 * time.Minute
-	DefaultRegistrationRetryMax   = 5 * time.Minute
-)
-
 // Registrar registers one CSI driver with the kubelet. Create it with New.
 type Registrar struct {
-	opts       Options
+	opts       config
 	log        *slog.Logger
 	driverPath string
 	status     statusBox
@@ -89,6 +41,7 @@ type Registrar struct {
 	exited     chan struct{}      // closed when Run returns
 	started    atomic.Bool        // Run was called
 	driver     *driverClient      // set by Run before any HTTP request can reach it
+	httpLimits httpLimits
 
 	// The control loop's dependencies: the real ones unless a test of this
 	// package sets them (export_test.go) before Run.
@@ -96,74 +49,25 @@ type Registrar struct {
 	newWatcher func() (*fsnotify.Watcher, error)
 }
 
-// New checks opts and returns a Registrar. A *csiplugin.ValidationError means the
-// options are wrong (its What names the field, e.g. "Options.Timeout");
-// nothing has been created.
+// New checks opts and returns a Registrar. An *OptionError wrapping a
+// *csiplugin.ValidationError means an option is wrong; nothing has been
+// created.
 func New(opts Options) (*Registrar, error) {
-	if opts.CSIAddress == "" {
-		opts.CSIAddress = DefaultCSIAddress
-	}
-	if opts.PluginRegistrationPath == "" {
-		opts.PluginRegistrationPath = DefaultPluginRegistrationPath
-	}
-	opts.PluginRegistrationPath = filepath.Clean(opts.PluginRegistrationPath)
-	if opts.Timeout == 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.KubeletWait == 0 {
-		opts.KubeletWait = DefaultKubeletWait
-	}
-	if opts.RegistrationRetryMax == 0 {
-		opts.RegistrationRetryMax = DefaultRegistrationRetryMax
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{{"Options.Timeout", opts.Timeout}, {"Options.ConnectionTimeout", opts.ConnectionTimeout},
-		{"Options.KubeletWait", opts.KubeletWait}, {"Options.RegistrationRetryMax", opts.RegistrationRetryMax}} {
-		if d.v < 0 {
-			return nil, &csiplugin.ValidationError{What: d.field, Value: d.v.String(), Rule: "must not be negative", Fix: "use a duration such as 1s or 2m"}
-		}
-	}
-	if err := checkLimits(&opts); err != nil {
+	cfg, err := opts.validate()
+	if err != nil {
 		return nil, err
 	}
-	path, err := csiplugin.ParseEndpoint(opts.CSIAddress)
-	if err != nil {
-		return nil, nameField(err, "Options.CSIAddress")
-	}
-	if err := csiplugin.ValidateHostSocketPath("Options.KubeletRegistrationPath", opts.KubeletRegistrationPath); err != nil {
-		return nil, nameField(err, "Options.KubeletRegistrationPath")
-	}
-	if opts.DriverName != "" {
-		// Checks the name and that its socket path fits.
-		if _, err := csiplugin.RegistrationSocketPath(opts.PluginRegistrationPath, opts.DriverName); err != nil {
-			return nil, err
-		}
-	}
 	return &Registrar{
-		opts:       opts,
-		log:        opts.Logger.With("csiAddress", path),
-		driverPath: filepath.Clean(path),
-		metrics:    newMetrics(opts.Version),
+		opts:       cfg,
+		log:        cfg.Logger.With("csiAddress", cfg.driverPath),
+		driverPath: cfg.driverPath,
+		metrics:    newMetrics(cfg.Version),
 		ping:       make(chan chan struct{}),
 		exited:     make(chan struct{}),
 		clock:      realClock{},
+		httpLimits: defaultHTTPLimits,
 		newWatcher: fsnotify.NewWatcher,
 	}, nil
-}
-
-// nameField makes a *csiplugin.ValidationError from a shared validator name the
-// Options field that held the value.
-func nameField(err error, field string) error {
-	var ve *csiplugin.ValidationError
-	if errors.As(err, &ve) {
-		ve.What = field
-	}
-	return err
 }
 
 // Status returns the current registration status.
@@ -221,8 +125,8 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 	}
 
 	if err := watcher.Add(filepath.Dir(r.driverPath)); err != nil {
-		return fmt.Errorf("watch %s, the directory of the driver socket %s: %w; check the volume mount of Options.CSIAddress",
-			filepath.Dir(r.driverPath), r.driverPath, err)
+		return optionFailed(OptionCSIAddress, "watch "+filepath.Dir(r.driverPath)+", the directory of the driver socket "+r.driverPath+
+			": %[2]v; check the volume mount of %[1]s", err)
 	}
 	name, err := r.waitForDriver(ctx, watcher, drv)
 	if err != nil {
@@ -232,8 +136,8 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if err := watcher.Add(r.opts.PluginRegistrationPath); err != nil {
-		return fmt.Errorf("watch Options.PluginRegistrationPath %s: %w; mount the kubelet's plugins_registry there",
-			r.opts.PluginRegistrationPath, err)
+		return optionFailed(OptionPluginRegistrationPath, "watch %[1]s "+r.opts.PluginRegistrationPath+
+			": %[2]v; mount the kubelet's plugins_registry there", err)
 	}
 	for {
 		s, err := r.newSession(drv, watcher, name)
@@ -283,12 +187,12 @@ func (r *Registrar) waitForDriver(ctx context.Context, watcher *fsnotify.Watcher
 			lastErr = err
 			retryAt.set(retry.next())
 		case err == nil:
-			return "", fmt.Errorf("Options.CSIAddress %s is a %s, not a socket: point Options.CSIAddress at the socket the CSI driver listens on",
-				r.driverPath, sockfile.FileKind(st.Mode()))
+			return "", optionFailed(OptionCSIAddress, "%[1]s "+r.driverPath+" is a %[2]v, not a socket: point %[1]s at the socket the CSI driver listens on",
+				errors.New(sockfile.FileKind(st.Mode())))
 		case errors.Is(err, fs.ErrNotExist):
 			lastErr = errors.New("socket does not exist yet")
 		default:
-			return "", fmt.Errorf("inspect Options.CSIAddress %s: %w", r.driverPath, err)
+			return "", optionFailed(OptionCSIAddress, "inspect %[1]s "+r.driverPath+": %[2]v", err)
 		}
 		r.metrics.setReachable(false)
 		recheck.set(reconcilePeriod)
@@ -324,8 +228,8 @@ func (r *Registrar) waitForDriver(ctx context.Context, watcher *fsnotify.Watcher
 				r.log.Info("still waiting for the CSI driver", "waited", r.clock.Now().Sub(start).Round(time.Second),
 					"lastError", lastErr.Error(), "check", "is the driver container running and listening on this socket?")
 			case <-deadline.c():
-				return "", fmt.Errorf("the CSI driver at %s did not answer within Options.ConnectionTimeout=%s (waited %s): %v",
-					r.driverPath, r.opts.ConnectionTimeout, r.clock.Now().Sub(start).Round(time.Millisecond), lastErr)
+				return "", optionFailed(OptionConnectionTimeout, fmt.Sprintf("the CSI driver at %s did not answer within %%[1]s=%s (waited %s): %%[2]v",
+					r.driverPath, r.opts.ConnectionTimeout, r.clock.Now().Sub(start).Round(time.Millisecond)), lastErr)
 			case reply := <-r.ping:
 				close(reply)
 			}

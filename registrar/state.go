@@ -240,10 +240,10 @@ func (s *session) create(reason string) {
 	}
 	sock, err := sockfile.Listen(s.path)
 	if err != nil {
-		fault := classifyListenError(err, s.path)
-		d := s.scheduleRetry(fault.reason)
-		s.log.Error("registration socket not created", "outcome", fault.reason, "err", err, "retryIn", d, "fix", fault.fix)
-		s.enter(fault.stage, err.Error())
+		kind, stage := listenFault(err)
+		d := s.scheduleRetry(string(kind))
+		s.log.Error("registration socket not created", "outcome", string(kind), "err", err, "retryIn", d)
+		s.enter(stage, err.Error())
 		return
 	}
 	hooks := serverHooks{
@@ -419,12 +419,13 @@ func (s *session) socketLost() {
 		s.create(reasonDeleted)
 		return
 	}
-	fault := classifyForeignFile(s.path)
+	occupied := sockfile.Occupied(s.path)
+	kind, stage := listenFault(occupied)
 	s.closeSocket("replaced")
 	s.await(awaitNothing, 0)
-	d := s.scheduleRetry(fault.reason)
-	s.log.Error("registration socket replaced by another file; not touching it", "outcome", fault.reason, "retryIn", d, "fix", fault.fix)
-	s.enter(fault.stage, fmt.Sprintf("%s was replaced by another process's file", s.path))
+	d := s.scheduleRetry(string(kind))
+	s.log.Error("registration socket replaced by another file; not touching it", "outcome", string(kind), "err", occupied, "retryIn", d)
+	s.enter(stage, fmt.Sprintf("%s was replaced by another process's file", s.path))
 }
 
 // onDriverSocketEvent: the driver's socket was created (a restart: ask its

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -323,12 +322,6 @@ func TestRegistrationDirectoryMissing(t *testing.T) {
 // past the reconcile period (and the retry backoff) with what the test looks at.
 func quietKubelet(o *registrar.Options) { o.KubeletWait = 24 * time.Hour }
 
-// kindError is a listen error of a kind sockfile does not produce.
-type kindError string
-
-func (k kindError) Error() string           { return "listen: " + string(k) }
-func (k kindError) ListenErrorKind() string { return string(k) }
-
 // Issue 13 item 4: each listen error kind has its own stage and reason. The
 // errors are sockfile.Listen's own where this machine can make them (as
 // root, permission cannot be denied), else as it builds them.
@@ -352,9 +345,6 @@ func TestListenErrorKinds(t *testing.T) {
 		}
 		return err
 	}
-	bind := func(errno syscall.Errno) error {
-		return &net.OpError{Op: "listen", Net: "unix", Err: os.NewSyscallError("bind", errno)}
-	}
 	for _, c := range []struct {
 		name   string
 		err    error
@@ -367,17 +357,14 @@ func TestListenErrorKinds(t *testing.T) {
 		{"missing directory", listen(filepath.Join(dir, "none", "x.sock")), "", registrar.StageSocketDirectoryMissing, "missing-directory"},
 		{"permission", fmt.Errorf("create: %w", &sockfile.ListenError{Kind: sockfile.KindPermission}), "", registrar.StageSocketPermissionDenied, "permission"},
 		{"other kind", &sockfile.ListenError{Kind: sockfile.KindOther}, "", registrar.StageSocketError, "listen-error"},
-		{"unknown kind", kindError("cosmic-ray"), "", registrar.StageSocketError, "listen-error"},
-		{"untyped EACCES", bind(syscall.EACCES), "", registrar.StageSocketPermissionDenied, "permission"},
-		{"untyped ENOENT", bind(syscall.ENOENT), "", registrar.StageSocketDirectoryMissing, "missing-directory"},
-		{"untyped EADDRINUSE, a socket", bind(syscall.EADDRINUSE), live, registrar.StageSocketConflict, "conflict"},
-		{"untyped EADDRINUSE, a file", bind(syscall.EADDRINUSE), file, registrar.StageSocketNotASocket, "not-a-socket"},
-		{"untyped other", errors.New("something else"), "", registrar.StageSocketError, "listen-error"},
+		{"not a ListenError", errors.New("something else"), "", registrar.StageSocketError, "listen-error"},
+		{"occupied by a socket", sockfile.Occupied(live), "", registrar.StageSocketConflict, "conflict"},
+		{"occupied by a file", sockfile.Occupied(file), "", registrar.StageSocketNotASocket, "not-a-socket"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			stage, reason := registrar.ClassifyListenError(c.err, c.path)
+			stage, reason := registrar.ListenFault(c.err)
 			if stage != c.stage || reason != c.reason {
-				t.Errorf("ClassifyListenError(%v) = %q, %q; want %q, %q", c.err, stage, reason, c.stage, c.reason)
+				t.Errorf("ListenFault(%v) = %q, %q; want %q, %q", c.err, stage, reason, c.stage, c.reason)
 			}
 		})
 	}

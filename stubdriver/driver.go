@@ -85,6 +85,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// The fields of Options an error can name (registrar.OptionShutdownTimeout
+// names ShutdownTimeout).
+const (
+	OptionEndpoint          registrar.Option = "Endpoint"
+	OptionMaxVolumesPerNode registrar.Option = "MaxVolumesPerNode"
+	OptionStateDir          registrar.Option = "StateDir"
+	OptionKubeletPodsDir    registrar.Option = "KubeletPodsDir"
+)
+
+// invalid returns the error for the option opt's value v breaking rule.
+func invalid(opt registrar.Option, v, rule, fix string) error {
+	return &registrar.OptionError{Option: opt, Err: &csiplugin.ValidationError{What: "Options." + string(opt), Value: v, Rule: rule, Fix: fix}}
+}
+
 // DefaultShutdownTimeout is Options.ShutdownTimeout's default.
 const DefaultShutdownTimeout = 5 * time.Second
 
@@ -94,6 +108,9 @@ type Driver struct {
 	log  *slog.Logger
 	path string
 	vols *volumes // nil without Options.StateDir
+	// registrar, with Options.Register, is built (and its options checked)
+	// by New and run by Run.
+	registrar *registrar.Registrar
 }
 
 // New checks opts and returns a Driver. Errors are *csiplugin.ValidationError.
@@ -108,14 +125,13 @@ func New(opts Options) (*Driver, error) {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if opts.ShutdownTimeout < 0 {
-		return nil, &csiplugin.ValidationError{What: "Options.ShutdownTimeout", Value: opts.ShutdownTimeout.String(),
-			Rule: "must not be negative", Fix: "use a duration such as 5s"}
+		return nil, invalid(registrar.OptionShutdownTimeout, opts.ShutdownTimeout.String(), "must not be negative", "use a duration such as 5s")
 	}
 	path, err := csiplugin.ParseEndpoint(opts.Endpoint)
 	if err != nil {
 		var ve *csiplugin.ValidationError
 		if errors.As(err, &ve) {
-			ve.What = "Options.Endpoint"
+			return nil, invalid(OptionEndpoint, ve.Value, ve.Rule, ve.Fix)
 		}
 		return nil, err
 	}
@@ -126,8 +142,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	if opts.MaxVolumesPerNode < 0 {
-		return nil, &csiplugin.ValidationError{What: "Options.MaxVolumesPerNode", Value: fmt.Sprint(opts.MaxVolumesPerNode),
-			Rule: "must not be negative", Fix: "use 0 for no limit"}
+		return nil, invalid(OptionMaxVolumesPerNode, fmt.Sprint(opts.MaxVolumesPerNode), "must not be negative", "use 0 for no limit")
 	}
 	for k, v := range opts.Topology {
 		if err := validateTopology(k, v); err != nil {
@@ -140,15 +155,14 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{opts: opts, path: path, log: opts.Logger.With("driver", opts.Name, "socket", path)}
 	if opts.StateDir != "" {
 		if !filepath.IsAbs(opts.StateDir) {
-			return nil, &csiplugin.ValidationError{What: "Options.StateDir", Value: opts.StateDir,
-				Rule: "must be an absolute path", Fix: "e.g. /var/lib/csi-registrar/" + opts.Name}
+			return nil, invalid(OptionStateDir, opts.StateDir, "must be an absolute path", "e.g. /var/lib/csi-registrar/"+opts.Name)
 		}
 		if opts.KubeletPodsDir == "" {
 			opts.KubeletPodsDir = DefaultKubeletPodsDir
 		}
 		if !filepath.IsAbs(opts.KubeletPodsDir) {
-			return nil, &csiplugin.ValidationError{What: "Options.KubeletPodsDir", Value: opts.KubeletPodsDir,
-				Rule: "must be an absolute path", Fix: "use the kubelet's --root-dir followed by /pods, e.g. " + DefaultKubeletPodsDir}
+			return nil, invalid(OptionKubeletPodsDir, opts.KubeletPodsDir, "must be an absolute path",
+				"use the kubelet's --root-dir followed by /pods, e.g. "+DefaultKubeletPodsDir)
 		}
 		d.opts.KubeletPodsDir = opts.KubeletPodsDir
 		d.vols = newVolumes(filepath.Clean(opts.StateDir), filepath.Clean(opts.KubeletPodsDir), d.log)
@@ -158,7 +172,7 @@ func New(opts Options) (*Driver, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := registrar.New(ro); err != nil {
+		if d.registrar, err = registrar.New(ro); err != nil {
 			return nil, err
 		}
 	}

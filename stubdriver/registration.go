@@ -47,19 +47,12 @@ func (d *Driver) startRegistration(ctx context.Context) (*registration, error) {
 	if d.opts.Register == nil {
 		return &registration{}, nil
 	}
-	ro, err := d.registrarOptions()
-	if err != nil {
-		return &registration{}, err
-	}
-	r, err := registrar.New(ro)
-	if err != nil {
-		return &registration{}, err
-	}
+	r := d.registrar
 	rctx, cancel := context.WithCancel(ctx)
 	reg := &registration{log: d.log, cancel: cancel, done: make(chan error, 1)}
 	go func() { reg.done <- r.Run(rctx) }()
-	d.log.Info("in-process registration started", "kubeletRegistrationPath", ro.KubeletRegistrationPath,
-		"pluginRegistrationPath", ro.PluginRegistrationPath, "outcome", "registering")
+	d.log.Info("in-process registration started", "kubeletRegistrationPath", d.opts.Register.KubeletRegistrationPath,
+		"pluginRegistrationPath", d.opts.Register.PluginRegistrationPath, "outcome", "registering")
 	return reg, nil
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
+	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/stubdriver"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,26 +28,35 @@ func notEmpty(c *cli.Context, names ...string) error {
 	return nil
 }
 
-// flagNames rewrites the libraries' names of options (registrar.Options and
-// stubdriver.Options fields, as their errors name them) into the flags that set them, so that an
-// error tells the user what to change on the command line.
-var flagNames = strings.NewReplacer(
-	"Options.CSIAddress", "--csi-address",
-	"Options.KubeletRegistrationPath", "--kubelet-registration-path",
-	"Options.PluginRegistrationPath", "--plugin-registration-path",
-	"Options.DriverName", "--driver-name",
-	"Options.Timeout", "--timeout",
-	"Options.ConnectionTimeout", "--connection-timeout",
-	"Options.KubeletWait", "--kubelet-wait",
-	"Options.RegistrationRetryMax", "--registration-retry-max",
-	"Options.HTTPEndpoint", "--http-endpoint",
-	"Options.EnablePprof", "--enable-pprof",
-	// stubdriver.Options
-	"Options.Endpoint", "--endpoint",
-	"Options.MaxVolumesPerNode", "--max-volumes-per-node",
-	"Options.StateDir", "--state-dir",
-	"Options.KubeletPodsDir", "--kubelet-pods-dir",
-)
+// optionFlags names the flag that sets each library option (registrar and
+// stubdriver Options fields, as their *registrar.OptionError reports them).
+var optionFlags = map[registrar.Option]string{
+	registrar.OptionCSIAddress:              "csi-address",
+	registrar.OptionKubeletRegistrationPath: "kubelet-registration-path",
+	registrar.OptionPluginRegistrationPath:  "plugin-registration-path",
+	registrar.OptionDriverName:              "driver-name",
+	registrar.OptionTimeout:                 "timeout",
+	registrar.OptionConnectionTimeout:       "connection-timeout",
+	registrar.OptionKubeletWait:             "kubelet-wait",
+	registrar.OptionRegistrationRetryMax:    "registration-retry-max",
+	registrar.OptionHTTPEndpoint:            "http-endpoint",
+	stubdriver.OptionEndpoint:               "endpoint",
+	stubdriver.OptionMaxVolumesPerNode:      "max-volumes-per-node",
+	stubdriver.OptionStateDir:               "state-dir",
+	stubdriver.OptionKubeletPodsDir:         "kubelet-pods-dir",
+}
+
+// message is err's text for the command line: an option of a library is
+// called by the flag that sets it.
+func message(err error) string {
+	var oe *registrar.OptionError
+	if errors.As(err, &oe) {
+		if flag, ok := optionFlags[oe.Option]; ok {
+			return oe.Describe("--" + flag)
+		}
+	}
+	return err.Error()
+}
 
 // explainParseError rewrites an error of the flag parser (Go's flag package,
 // under urfave/cli) into a usageError that names the value, the rule and the

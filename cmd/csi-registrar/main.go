@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer, r roles) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "error:", flagNames.Replace(err.Error()))
+	fmt.Fprintln(stderr, "error:", message(err))
 	var ec cli.ExitCoder
 	switch {
 	case errors.As(err, &ec):

@@ -56,3 +56,35 @@ func holdCall(c net.Conn, method string) error {
 	}
 	return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hdr.Bytes(), EndHeaders: true})
 }
+
+// OpenHostileHTTP opens n connections to the HTTP server at addr (host:port)
+// as hostile clients on the pod network would, and keeps them open: the
+// even ones are kept alive after one complete request whose response is
+// never read, the odd ones are slowloris, sending a request line and one
+// header but never the blank line that ends the headers. Close the returned
+// connections to release them.
+func OpenHostileHTTP(addr string, n int) ([]net.Conn, error) {
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, fmt.Errorf("hostile connection %d of %d to %s: %w", i+1, n, addr, err)
+		}
+		req := "GET /metrics HTTP/1.1\r\nHost: hostile\r\n\r\n" // kept alive
+		if i%2 == 1 {
+			req = "GET /healthz HTTP/1.1\r\nHost: slowloris\r\n" // no end of headers
+		}
+		if _, err := c.Write([]byte(req)); err != nil {
+			c.Close()
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, fmt.Errorf("hostile connection %d of %d to %s: %w", i+1, n, addr, err)
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}

@@ -8,25 +8,25 @@ import (
 	"syscall"
 )
 
-// The kinds of *ListenError, as ListenErrorKind reports them. A caller that
-// must not import this package (or need not) finds the kind with
-//
-//	var k interface{ ListenErrorKind() string }
-//	errors.As(err, &k)
+// Kind is why Listen could not create a socket: the one enumeration of
+// listen faults. Its values are also the reason labels the registrar's
+// csi_registrar_socket_creations_total reports and its logs' outcome.
+type Kind string
+
 const (
 	// KindPermission: this process may not create files in the directory
 	// (EACCES, EPERM, or a read-only mount).
-	KindPermission = "permission"
+	KindPermission Kind = "permission"
 	// KindMissingDirectory: the directory does not exist or is not a directory.
-	KindMissingDirectory = "missing_directory"
+	KindMissingDirectory Kind = "missing-directory"
 	// KindInUse: a live socket of another process is at the path, or another
 	// process that uses this package holds the path's lock.
-	KindInUse = "in_use"
+	KindInUse Kind = "conflict"
 	// KindNotSocket: a regular file, directory, symbolic link or other
 	// non-socket file is at the path.
-	KindNotSocket = "not_socket"
+	KindNotSocket Kind = "not-a-socket"
 	// KindOther: anything else; the message says what.
-	KindOther = "other"
+	KindOther Kind = "listen-error"
 )
 
 // ListenError reports why Listen could not create a socket. Nothing at the
@@ -34,7 +34,7 @@ const (
 // or refused, and the fix.
 type ListenError struct {
 	Path   string // the socket path
-	Kind   string // one of the Kind constants
+	Kind   Kind   // why
 	Reason string // what was found, and the rule it breaks
 	Fix    string // what the user should do
 	Err    error  // the system call's error, if any
@@ -53,10 +53,6 @@ func (e *ListenError) Error() string {
 	}
 	return msg
 }
-
-// ListenErrorKind returns e.Kind: "permission", "missing_directory",
-// "in_use", "not_socket" or "other".
-func (e *ListenError) ListenErrorKind() string { return e.Kind }
 
 // Unwrap returns the system call's error.
 func (e *ListenError) Unwrap() error { return e.Err }
@@ -93,6 +89,17 @@ func notSocket(path string, mode fs.FileMode) *ListenError {
 func inUse(path, reason string) *ListenError {
 	return &ListenError{Path: path, Kind: KindInUse, Reason: reason,
 		Fix: "stop the other process (is a second copy running?); the path is taken over once it is free or its socket is dead"}
+}
+
+// Occupied describes what is at path, which is not a socket this process
+// created: a socket (served by somebody else, or being created) or another
+// file. It is the error for a path taken over while it was served.
+func Occupied(path string) *ListenError {
+	st, err := os.Lstat(path)
+	if err == nil && st.Mode().Type() != fs.ModeSocket {
+		return notSocket(path, st.Mode())
+	}
+	return inUse(path, "another process's socket is at the path now")
 }
 
 // FileKind names the type of file m describes, e.g. "regular file".

@@ -265,9 +265,12 @@ func TestListenErrorKinds(t *testing.T) {
 	}
 	defer held.Close()
 
-	cases := []struct {
-		path, kind, fix string
-	}{
+	type tc struct {
+		path string
+		kind sockfile.Kind
+		fix  string
+	}
+	cases := []tc{
 		{live, sockfile.KindInUse, "second copy"},
 		{filepath.Join(dir, "held.sock"), sockfile.KindInUse, "second copy"},
 		{file, sockfile.KindNotSocket, "remove or move it"},
@@ -284,7 +287,7 @@ func TestListenErrorKinds(t *testing.T) {
 			t.Fatalf("mount a read-only tmpfs: %v", err)
 		}
 		defer unix.Unmount(ro, unix.MNT_DETACH)
-		cases = append(cases, struct{ path, kind, fix string }{filepath.Join(ro, "x.sock"), sockfile.KindPermission, "without readOnly"})
+		cases = append(cases, tc{filepath.Join(ro, "x.sock"), sockfile.KindPermission, "without readOnly"})
 	} else {
 		t.Log("not root: the permission case is not run")
 	}
@@ -295,8 +298,8 @@ func TestListenErrorKinds(t *testing.T) {
 			t.Errorf("Listen(%s) succeeded, want %s", c.path, c.kind)
 			continue
 		}
-		var k interface{ ListenErrorKind() string }
-		if !errors.As(err, &k) || k.ListenErrorKind() != c.kind {
+		var le *sockfile.ListenError
+		if !errors.As(err, &le) || le.Kind != c.kind {
 			t.Errorf("Listen(%s) = %v, want kind %s", c.path, err, c.kind)
 			continue
 		}
