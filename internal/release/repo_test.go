@@ -102,8 +102,9 @@ func TestChangelog(t *testing.T) {
 
 // TestModulePath: a driver author can `go get` the module once it is
 // published: the module path is a valid, fetchable repository path without
-// a major-version suffix (the release tags are v0/v1), and README and
-// stubdriver/GUIDE.md name the same `go get <module>@<tag>`.
+// a major-version suffix (the release tags are v0/v1), and
+// docs/writing-a-driver.md and stubdriver/GUIDE.md name the same
+// `go get <module>@<tag>`.
 func TestModulePath(t *testing.T) {
 	mf, err := modfile.Parse("go.mod", []byte(readRepoFile(t, "go.mod")), nil)
 	if err != nil {
@@ -118,7 +119,7 @@ func TestModulePath(t *testing.T) {
 	}
 	goGet := regexp.MustCompile(`go get ` + regexp.QuoteMeta(path) + `@(v[0-9A-Za-z.+-]+)`)
 	var tags []string
-	for _, f := range []string{"README.md", "stubdriver/GUIDE.md"} {
+	for _, f := range []string{"docs/writing-a-driver.md", "stubdriver/GUIDE.md"} {
 		m := goGet.FindStringSubmatch(readRepoFile(t, f))
 		if m == nil {
 			t.Errorf("%s: no `go get %s@vX.Y.Z`", f, path)
@@ -130,6 +131,6 @@ func TestModulePath(t *testing.T) {
 		tags = append(tags, m[1])
 	}
 	if len(tags) == 2 && tags[0] != tags[1] {
-		t.Errorf("README.md says %s, GUIDE.md %s", tags[0], tags[1])
+		t.Errorf("docs/writing-a-driver.md says %s, GUIDE.md %s", tags[0], tags[1])
 	}
 }
