@@ -184,3 +184,23 @@ func buildBinary(t *testing.T, abs string) string {
 	t.Logf("built csi-registrar for the documentation's blocks in %s", time.Since(start).Round(time.Millisecond))
 	return dir
 }
+
+// The README is the five-minute introduction (issue 25): detail goes into
+// docs/, one page per reader. Counted as wc -l -w counts.
+const (
+	readmeMaxLines = 200
+	readmeMaxWords = 1500
+)
+
+func TestReadmeShort(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, words := strings.Count(string(b), "\n"), len(strings.Fields(string(b)))
+	t.Logf("README.md: %d lines, %d words", lines, words)
+	if lines > readmeMaxLines || words > readmeMaxWords {
+		t.Errorf("README.md has %d lines and %d words; at most %d and %d: move the detail into the docs/ page for its reader (docs/README.md lists them) and link it",
+			lines, words, readmeMaxLines, readmeMaxWords)
+	}
+}
