@@ -19,8 +19,9 @@ BUILDAH      ?= buildah --root $(BUILDAH_ROOT)/root --runroot $(BUILDAH_ROOT)/ru
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort | column -t -s $$'\t'
 
-build: ## bin/csi-registrar: static, stripped, version from git
+build: ## bin/csi-registrar (the image's binary) and bin/kubectl-csi_registrar (the kubectl plugin): static, stripped
 	$(GOBUILD) -o bin/csi-registrar ./cmd/csi-registrar
+	$(GOBUILD) -o bin/kubectl-csi_registrar ./cmd/kubectl-csi_registrar
 
 build-all: build ## also cross-compile linux/arm64 (bin/csi-registrar-linux-arm64)
 	GOOS=linux GOARCH=arm64 $(GOBUILD) -o bin/csi-registrar-linux-arm64 ./cmd/csi-registrar
@@ -124,7 +125,7 @@ bench-retry: build ## figure 10: rejection and repair with the real kubelet, per
 
 # ---- release: the artifacts of one version (README "Release") ----------------
 # $(RELEASE_DIR): static binaries for linux/amd64 and linux/arm64 (built as by
-# `make build`), one multi-arch OCI image (an image index of both) as an OCI
+# `make build`; the image's and the kubectl plugin's), one multi-arch OCI image (an image index of both) as an OCI
 # archive and its digest, a CycloneDX SBOM of the linked Go modules, and
 # SHA256SUMS; written by internal/release/assemble (Go: no container tool
 # needed), then checked by the release checker (internal/release, TestReleaseDir).
@@ -142,10 +143,11 @@ release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBO
 	@re='$(RELEASE_SEMVER)'; [[ "$(VERSION)" =~ $$re ]] || { \
 	  echo "make release: VERSION=\"$(VERSION)\" is not a release version: want vMAJOR.MINOR.PATCH, optionally -PRERELEASE (e.g. make release VERSION=v0.1.0)" >&2; exit 2; }
 	@start=$$(date +%s); mkdir -p $(RELEASE_DIR); \
-	rm -f $(RELEASE_DIR)/csi-registrar-v* $(RELEASE_DIR)/SHA256SUMS; \
+	rm -f $(RELEASE_DIR)/csi-registrar-v* $(RELEASE_DIR)/kubectl-csi_registrar-v* $(RELEASE_DIR)/SHA256SUMS; \
 	for arch in $(RELEASE_ARCHS); do \
 	  echo "building linux/$$arch"; \
 	  GOOS=linux GOARCH=$$arch $(GOBUILD) -o $(RELEASE_DIR)/csi-registrar-$(VERSION)-linux-$$arch ./cmd/csi-registrar; \
+	  GOOS=linux GOARCH=$$arch $(GOBUILD) -o $(RELEASE_DIR)/kubectl-csi_registrar-$(VERSION)-linux-$$arch ./cmd/kubectl-csi_registrar; \
 	done; \
 	$(GO) run ./internal/release/assemble -dir $(RELEASE_DIR) -version $(VERSION) -tags $(RELEASE_TAGS) \
 	  -created $$(git log -1 --format=%ct 2>/dev/null || date +%s) -revision "$$(git rev-parse HEAD 2>/dev/null || true)"; \

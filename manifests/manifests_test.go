@@ -14,11 +14,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/csi-registrar/csi-registrar/internal/clusterstatus"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -139,6 +142,8 @@ func typed(t *testing.T, objs []object) (ns []*corev1.Namespace, drivers []*stor
 		case "DaemonSet":
 			d := &appsv1.DaemonSet{}
 			dss, into = append(dss, d), d
+		case "ClusterRole": // checked by TestStatusClusterRoles
+			into = &rbacv1.ClusterRole{}
 		default:
 			t.Fatalf("unexpected object %s", o.key())
 		}
@@ -151,8 +156,8 @@ func typed(t *testing.T, objs []object) (ns []*corev1.Namespace, drivers []*stor
 
 func TestChartRendersTheKustomization(t *testing.T) {
 	want := kustomize(t, ".")
-	if len(want) != 3 {
-		t.Fatalf("manifests/ renders %d objects, want 3 (Namespace, CSIDriver, DaemonSet)", len(want))
+	if len(want) != 5 {
+		t.Fatalf("manifests/ renders %d objects, want 5 (Namespace, CSIDriver, DaemonSet, the status ClusterRoles)", len(want))
 	}
 	diffObjects(t, "kubectl kustomize manifests/", want, "helm template "+releaseName+" manifests/chart", helmTemplate(t, nil))
 }
@@ -334,5 +339,60 @@ func TestConventions(t *testing.T) {
 				t.Errorf("kubectl.kubernetes.io/default-container %q names no container", dc)
 			}
 		})
+	}
+}
+
+// TestStatusClusterRoles: manifests/ and the chart grant
+// `kubectl csi-registrar status` exactly the rules it uses
+// (internal/clusterstatus.Rules): the required ones in
+// csi-registrar-status, the optional proxies in csi-registrar-status-proxy.
+func TestStatusClusterRoles(t *testing.T) {
+	want := map[string]map[string]bool{} // role -> "group resource verb"
+	for _, r := range clusterstatus.Rules {
+		role := "csi-registrar-status"
+		if r.Optional {
+			role += "-proxy"
+		}
+		if want[role] == nil {
+			want[role] = map[string]bool{}
+		}
+		for _, v := range r.Verbs {
+			want[role][r.Group+" "+r.Resource+" "+v] = true
+		}
+	}
+	for name, objs := range map[string][]object{
+		"kubectl kustomize manifests/":  kustomize(t, "."),
+		"helm template manifests/chart": helmTemplate(t, nil),
+	} {
+		got := map[string]map[string]bool{}
+		for _, o := range objs {
+			if o["kind"] != "ClusterRole" {
+				continue
+			}
+			b, err := yaml.Marshal(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cr rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict(b, &cr); err != nil {
+				t.Fatal(err)
+			}
+			got[cr.Name] = map[string]bool{}
+			for _, r := range cr.Rules {
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						for _, v := range r.Verbs {
+							got[cr.Name][g+" "+res+" "+v] = true
+						}
+					}
+				}
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: ClusterRoles differ from internal/clusterstatus.Rules (-want +got):\n%s", name, diff)
+		}
+	}
+	if objs := helmTemplate(t, map[string]any{"statusClusterRoles": false}); len(objs) != len(helmTemplate(t, nil))-2 {
+		t.Errorf("--set statusClusterRoles=false: %d objects, want the two ClusterRoles fewer", len(objs))
 	}
 }

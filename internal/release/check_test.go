@@ -69,7 +69,7 @@ func checkRelease(t *testing.T, dir, version string, real bool) {
 	t.Helper()
 	want := []string{ArchiveName(version), DigestName(version), SBOMName(version)}
 	for _, a := range Archs {
-		want = append(want, BinaryName(version, a))
+		want = append(want, BinaryName(version, a), PluginBinaryName(version, a))
 	}
 	sort.Strings(want)
 	checkSums(t, dir, want)
@@ -84,6 +84,19 @@ func checkRelease(t *testing.T, dir, version string, real bool) {
 		checkELF(t, p, b, arch, real)
 		if real {
 			checkBuildInfo(t, p, arch, version)
+		}
+		// The kubectl plugin: the same build, its own binary, not in the image.
+		pp := filepath.Join(dir, PluginBinaryName(version, arch))
+		pb, err := os.ReadFile(pp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(pb, b) {
+			t.Errorf("%s is the image's binary", pp)
+		}
+		checkELF(t, pp, pb, arch, real)
+		if real {
+			checkPluginBuildInfo(t, pp, arch, version)
 		}
 	}
 	digest, err := os.ReadFile(filepath.Join(dir, DigestName(version)))
@@ -180,6 +193,34 @@ func checkBuildInfo(t *testing.T, path, arch, version string) {
 		}
 	} else if b, err := os.ReadFile(path); err != nil || !bytes.Contains(b, []byte(version)) {
 		t.Errorf("%s: does not contain its version %s (-X main.version): %v", path, version, err)
+	}
+}
+
+// checkPluginBuildInfo checks the kubectl plugin was built as `make build`
+// builds it, from cmd/kubectl-csi_registrar, and says its version.
+func checkPluginBuildInfo(t *testing.T, path, arch, version string) {
+	t.Helper()
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if !strings.HasSuffix(bi.Path, "/cmd/kubectl-csi_registrar") {
+		t.Errorf("%s: built from %s, want cmd/kubectl-csi_registrar", path, bi.Path)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	for k, v := range map[string]string{"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": arch, "-trimpath": "true"} {
+		if settings[k] != v {
+			t.Errorf("%s: build setting %s=%q, want %q", path, k, settings[k], v)
+		}
+	}
+	if arch == runtime.GOARCH {
+		out, err := exec.Command(path, "--version").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), version) {
+			t.Errorf("%s --version: %q, %v; want it to name %s", path, out, err, version)
+		}
 	}
 }
 

@@ -33,6 +33,13 @@ func BinaryName(version, arch string) string {
 	return fmt.Sprintf("csi-registrar-%s-linux-%s", version, arch)
 }
 
+// PluginBinaryName is the file name of the kubectl plugin's release binary
+// for arch (cmd/kubectl-csi_registrar). It ships beside the image's binary,
+// never in the image; a user copies it onto PATH as kubectl-csi_registrar.
+func PluginBinaryName(version, arch string) string {
+	return fmt.Sprintf("kubectl-csi_registrar-%s-linux-%s", version, arch)
+}
+
 // ArchiveName is the file name of the OCI archive (the multi-arch image).
 func ArchiveName(version string) string { return "csi-registrar-" + version + ".oci.tar" }
 
@@ -44,7 +51,8 @@ func SBOMName(version string) string { return "csi-registrar-" + version + ".cdx
 
 // Options are the inputs of Assemble.
 type Options struct {
-	// Dir holds BinaryName(Version, arch) for every arch of Archs; the
+	// Dir holds BinaryName(Version, arch) and PluginBinaryName(Version,
+	// arch) for every arch of Archs; the
 	// archive, its digest and SumsFile are written there.
 	Dir string
 	// Version is the release's version: a semantic version with a leading v
@@ -100,6 +108,9 @@ func Assemble(opts Options) (Result, error) {
 			return Result{}, fmt.Errorf("%w: the linux/%s binary: %v (make release builds it first)", ErrBadInput, arch, err)
 		}
 		images = append(images, Image{Arch: arch, Binary: bin})
+		if _, err := os.Stat(filepath.Join(opts.Dir, PluginBinaryName(opts.Version, arch))); err != nil {
+			return Result{}, fmt.Errorf("%w: the kubectl plugin's linux/%s binary: %v (make release builds it first)", ErrBadInput, arch, err)
+		}
 	}
 	var archive bytes.Buffer
 	idx, err := WriteOCIArchive(&archive, ImageOptions{Version: opts.Version, Created: opts.Created, Revision: opts.Revision}, images)

@@ -38,13 +38,16 @@ func fakeELFHeaderOnly(machine elf.Machine) []byte {
 
 const fakeVersion = "v0.0.0-fake.elf-header-only"
 
-// assembleFake writes the two fake binaries into a new directory and
+// assembleFake writes the fake binaries (image and kubectl plugin, per arch) into a new directory and
 // assembles the release there.
 func assembleFake(t *testing.T, created time.Time) (string, Result) {
 	t.Helper()
 	dir := t.TempDir()
 	for _, arch := range Archs {
 		if err := os.WriteFile(filepath.Join(dir, BinaryName(fakeVersion, arch)), fakeELFHeaderOnly(machineOf[arch]), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, PluginBinaryName(fakeVersion, arch)), append(fakeELFHeaderOnly(machineOf[arch]), "(the kubectl plugin)\n"...), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadArguments: every bad argument exits 2 with a message naming it,
+// before any API call.
+func TestBadArguments(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-kubeconfig")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "a.example.com", "b.example.com"}, "at most one DRIVER"},
+		{[]string{"status", "-o", "table"}, `-o "table"`},
+		{[]string{"status", "--bogus"}, "--bogus"},
+		{[]string{"status", "bad/name"}, `DRIVER "bad/name"`},
+		{[]string{"status", "--proxy-timeout=0s"}, "--proxy-timeout=0s"},
+		{[]string{"status", "--proxy-concurrency=0"}, "--proxy-concurrency=0"},
+		{[]string{"status", "--kubeconfig", missing}, "kubeconfig"},
+		{[]string{"nosuchcommand"}, "unknown command"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), tc.args, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}

@@ -1,0 +1,245 @@
+package clusterstatus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// kubeletPluginMetric is the kubelet's gauge of the plugin watcher's desired
+// and actual state, by socket path (pkg/kubelet/pluginmanager/metrics).
+const kubeletPluginMetric = "plugin_manager_total_plugins"
+
+// prober asks, for nodes that are not registered, what a registrar or a
+// kubelet says: at most Options.ProxyConcurrency calls at a time, each
+// within Options.ProxyTimeout. A call past its deadline or refused is
+// reported in Report.Unknown, never waited on longer.
+type prober struct {
+	client kubernetes.Interface
+	opts   Options
+
+	mu      sync.Mutex
+	unknown map[string]Unknown // by What (forbidden ones by permission)
+	metrics map[string]*nodeMetrics
+}
+
+// nodeMetrics is one kubelet's /metrics, read once for all drivers.
+type nodeMetrics struct {
+	once    sync.Once
+	sockets map[string][]string // socket path -> states
+	err     string              // why it is unknown
+}
+
+func probe(ctx context.Context, client kubernetes.Interface, opts Options, r *Report, tasks []probeTask) {
+	if len(tasks) == 0 || opts.NoProxy {
+		return
+	}
+	p := &prober{client: client, opts: opts, unknown: map[string]Unknown{}, metrics: map[string]*nodeMetrics{}}
+	sem := make(chan struct{}, opts.ProxyConcurrency)
+	var wg sync.WaitGroup
+	evidence := make([]string, len(tasks))
+	for i := range tasks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			evidence[i] = p.evidence(ctx, &tasks[i])
+		}()
+	}
+	wg.Wait()
+	for i, t := range tasks {
+		if evidence[i] != "" {
+			n := &r.Drivers[t.driver].Nodes[t.node]
+			n.Reason += "; " + evidence[i]
+		}
+	}
+	var keys []string
+	for k := range p.unknown {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		r.Unknown = append(r.Unknown, p.unknown[k])
+	}
+}
+
+// evidence is what the registrar or the kubelet says about one node.
+func (p *prober) evidence(ctx context.Context, t *probeTask) string {
+	g, pod := t.group, t.pod
+	if g != nil && g.readyzPort != "" && podRunning(pod) {
+		stage, err := p.readyz(ctx, pod, g.readyzPort)
+		if err == nil {
+			return "registrar /readyz: " + stage
+		}
+		// Fall through to the kubelet's side.
+	}
+	var ev []string
+	if s := p.kubeletSays(ctx, pod.Spec.NodeName, t.driverName); s != "" {
+		ev = append(ev, s)
+	}
+	if s := p.events(ctx, pod); s != "" {
+		ev = append(ev, s)
+	}
+	return strings.Join(ev, "; ")
+}
+
+func podRunning(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil
+}
+
+// readyz reads csi-registrar's /readyz through the API server's pod proxy:
+// its body is the registration stage ("kubelet rejected: <error>").
+func (p *prober) readyz(ctx context.Context, pod *corev1.Pod, port string) (string, error) {
+	what := "/readyz of pod " + pod.Namespace + "/" + pod.Name
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ProxyTimeout)
+	defer cancel()
+	res := p.client.CoreV1().RESTClient().Get().Namespace(pod.Namespace).Resource("pods").
+		Name(pod.Name + ":" + port).SubResource("proxy").Suffix("readyz").Do(ctx)
+	var code int
+	res.StatusCode(&code)
+	body, err := res.Raw()
+	if err == nil || code == http.StatusServiceUnavailable && len(body) > 0 && !bytes.HasPrefix(body, []byte("{")) {
+		return strings.TrimSpace(string(body)), nil
+	}
+	p.fail(what, "get", "pods/proxy", "the registrar's stage is not shown for nodes that are not registered", err, ctx)
+	return "", err
+}
+
+// kubeletSays reads the kubelet's plugin watcher metric through the API
+// server's node proxy, and says where the driver's registration socket is.
+func (p *prober) kubeletSays(ctx context.Context, node, driver string) string {
+	p.mu.Lock()
+	m := p.metrics[node]
+	if m == nil {
+		m = &nodeMetrics{}
+		p.metrics[node] = m
+	}
+	p.mu.Unlock()
+	m.once.Do(func() { p.readMetrics(ctx, node, m) })
+	if m.err != "" {
+		return "kubelet: " + m.err
+	}
+	var found []string
+	for sock, states := range m.sockets {
+		if path.Base(sock) == driver+csiplugin.RegistrationSocketSuffix || path.Base(path.Dir(sock)) == driver {
+			found = append(found, fmt.Sprintf("kubelet's plugin watcher has %s in %s", sock, strings.Join(states, " and ")))
+		}
+	}
+	sort.Strings(found)
+	if len(found) == 0 {
+		return "kubelet's plugin watcher has no registration socket named for the driver (" + kubeletPluginMetric + ")"
+	}
+	return strings.Join(found, "; ")
+}
+
+func (p *prober) readMetrics(ctx context.Context, node string, m *nodeMetrics) {
+	what := "/metrics of the kubelet on node " + node
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ProxyTimeout)
+	defer cancel()
+	body, err := p.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").Do(ctx).Raw()
+	if err != nil {
+		p.fail(what, "get", "nodes/proxy", "the kubelet's view is not shown for nodes that are not registered", err, ctx)
+		m.err = "unknown (" + shortErr(err, ctx, p.opts.ProxyTimeout) + ")"
+		return
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil && families == nil {
+		m.err = "its /metrics does not parse: " + err.Error()
+		return
+	}
+	m.sockets = map[string][]string{}
+	if f := families[kubeletPluginMetric]; f != nil {
+		for _, mt := range f.GetMetric() {
+			var sock, state string
+			for _, l := range mt.GetLabel() {
+				switch l.GetName() {
+				case "socket_path":
+					sock = l.GetValue()
+				case "state":
+					state = l.GetValue()
+				}
+			}
+			if sock != "" && mt.GetGauge().GetValue() > 0 {
+				m.sockets[sock] = append(m.sockets[sock], state)
+			}
+		}
+	}
+	for _, s := range m.sockets {
+		sort.Strings(s)
+	}
+}
+
+// events names the pod's latest warning event.
+func (p *prober) events(ctx context.Context, pod *corev1.Pod) string {
+	what := "events of pod " + pod.Namespace + "/" + pod.Name
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ProxyTimeout)
+	defer cancel()
+	list, err := p.client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",type=" + corev1.EventTypeWarning})
+	if err != nil {
+		p.fail(what, "list", "events", "the pods' events are not shown for nodes that are not registered", err, ctx)
+		return ""
+	}
+	var last *corev1.Event
+	for i := range list.Items {
+		e := &list.Items[i]
+		if last == nil || eventTime(e).After(eventTime(last)) {
+			last = e
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return fmt.Sprintf("pod event %s: %s", last.Reason, strings.TrimSpace(last.Message))
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	if !e.EventTime.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// fail records a proxy or list call that gave no answer: once per missing
+// permission, else once per call.
+func (p *prober) fail(what, verb, resource, consequence string, err error, ctx context.Context) {
+	u := Unknown{What: what, Error: shortErr(err, ctx, p.opts.ProxyTimeout), Consequence: consequence}
+	key := what
+	if apierrors.IsForbidden(err) {
+		u.Permission = permission(verb, resource, "", "cluster-wide")
+		u.What = resource
+		key = "forbidden " + u.Permission
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.unknown[key]; !ok {
+		p.unknown[key] = u
+	}
+}
+
+func shortErr(err error, ctx context.Context, timeout time.Duration) string {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Sprintf("no answer within %s", timeout)
+	}
+	return err.Error()
+}
