@@ -16,7 +16,7 @@ import (
 // guideBlock returns GUIDE.md's one ```sh test block, the copy-and-rename
 // commands (docs/README.md, "Tested documentation", defines the tags; the
 // documentation test checks them and leaves this block to this test).
-func guideBlock(t *testing.T) string {
+func guideBlock(t *testing.T) doctest.Block {
 	t.Helper()
 	blocks, err := doctest.Blocks("GUIDE.md")
 	if err != nil {
@@ -31,7 +31,7 @@ func guideBlock(t *testing.T) string {
 	if len(run) != 1 {
 		t.Fatalf("GUIDE.md has %d ```sh test blocks, want 1 (the copy-and-rename commands): %v", len(run), run)
 	}
-	return run[0].Text
+	return run[0]
 }
 
 // TestGuideRename runs GUIDE.md's copy-and-rename commands as a driver author
@@ -45,7 +45,7 @@ func TestGuideRename(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the guide test builds and tests a renamed copy of the package (about 20 s)")
 	}
-	script := guideBlock(t)
+	block := guideBlock(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -64,18 +64,16 @@ func TestGuideRename(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = work
-	cmd.Env = append(guideEnv(),
+	env := append(guideEnv(),
 		"CSI_REGISTRAR="+root, "DRIVER="+driver, "MODULE="+module, "PKG="+pkg, "NAME="+name,
 		// The same toolchain as this test (and, inherited, its module proxy), allowed to write go.mod.
 		"PATH="+goBinDir(t)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	out, err := doctest.Run(ctx, block, work, env)
 	t.Logf("the guide's commands took %s:\n%s", time.Since(start).Round(100*time.Millisecond), out)
 	if err != nil {
-		t.Fatalf("the guide's commands failed: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	if want := "ok  \t" + module + "/pkg/" + pkg; !strings.Contains(string(out), want) {
 		t.Errorf("go test of the renamed package did not report %q:\n%s", want, out)

@@ -125,7 +125,7 @@ var ownRunner = map[string]string{"stubdriver/GUIDE.md": "stubdriver.TestGuideRe
 
 // TestDocsRun runs every ```sh test block of README.md and docs/ as a reader
 // would, from the repository's root, with csi-registrar (built from this
-// checkout) first on PATH and TMPDIR a fresh directory.
+// checkout) first on PATH and TMPDIR a fresh directory with a short path.
 func TestDocsRun(t *testing.T) {
 	var run []doctest.Block
 	for _, file := range taggedFiles(t) {
@@ -154,7 +154,13 @@ func TestDocsRun(t *testing.T) {
 		t.Run(strings.ReplaceAll(b.String(), "/", "_"), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+t.TempDir())
+			// A short TMPDIR: sockets made under it must stay within 107 bytes.
+			tmp, err := os.MkdirTemp("", "doctest")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(tmp) })
+			env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+tmp)
 			start := time.Now()
 			out, err := doctest.Run(ctx, b, abs, env)
 			t.Logf("%s took %s:\n%s", b, time.Since(start).Round(time.Millisecond), out)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 )
 
 // Tag says how a code block is checked.
@@ -177,12 +178,35 @@ func parse(path string, data []byte) (blocks []Block, prose []string, err error)
 
 // Run runs a block's commands as bash -euo pipefail in dir with env (nil:
 // this process's environment) and returns their combined output. An error
-// means a command failed: the block does not work as written.
+// means a command failed: the block does not work as written. The commands
+// run in a process group of their own, which is killed when they end or ctx
+// is done, so that a background process a block started does not outlive it.
 func Run(ctx context.Context, b Block, dir string, env []string) ([]byte, error) {
+	// The output goes to a file, not a pipe: a background process that
+	// inherited it must not keep Wait waiting after bash ended.
+	f, err := os.CreateTemp("", "doctest-out")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", b.Text)
 	cmd.Dir = dir
 	cmd.Env = env
-	out, err := cmd.CombinedOutput()
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err = cmd.Start(); err == nil {
+		err = cmd.Wait()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever the block left running; ESRCH when nothing
+	}
+	out, rerr := os.ReadFile(f.Name())
+	if rerr != nil {
+		return nil, rerr
+	}
+	if ctx.Err() != nil {
+		return out, fmt.Errorf("%s: the block's commands did not end: %w", b, ctx.Err())
+	}
 	if err != nil {
 		return out, fmt.Errorf("%s: the block's commands failed: %w", b, err)
 	}

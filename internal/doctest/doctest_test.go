@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/doctest"
 )
@@ -163,5 +164,45 @@ func TestRun(t *testing.T) {
 		if _, err := doctest.Run(context.Background(), b, dir, []string{"PATH=" + os.Getenv("PATH")}); err == nil {
 			t.Errorf("Run(%q) succeeded, want a failure", text)
 		}
+	}
+}
+
+// TestRunKillsLeftovers: a background process a block leaves running is
+// killed when the block ends, and a block that does not end fails when its
+// context is done, with its output so far.
+func TestRunKillsLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	b := doctest.Block{File: "p.md", Line: 1, Lang: "sh", Tag: doctest.Test, Text: "sleep 300 &\necho $! >" + pidFile + "\n"}
+	if out, err := doctest.Run(context.Background(), b, dir, []string{"PATH=" + os.Getenv("PATH")}); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out)
+	}
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+		// Gone, or a zombie waiting for init to reap it.
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the block's background sleep (pid %s) still runs after the block ended", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	hang := doctest.Block{File: "p.md", Line: 1, Lang: "sh", Tag: doctest.Test, Text: "echo started\nsleep 300 &\nwait\n"}
+	start := time.Now()
+	out, err := doctest.Run(ctx, hang, dir, []string{"PATH=" + os.Getenv("PATH")})
+	if err == nil || !strings.Contains(err.Error(), "did not end") || !strings.Contains(string(out), "started") {
+		t.Errorf("Run of a hanging block = %q, %v; want its output and an error saying it did not end", out, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Run of a hanging block took %s after its context ended", d)
 	}
 }
