@@ -123,6 +123,14 @@ bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... a
 bench-retry: build ## figure 10: rejection and repair with the real kubelet, per Kubernetes version (local node)
 	@$(call with_node_lock,bash kind/bench-retry.sh $(E2E_VERSIONS))
 
+# Not part of `make bench`: kubectl csi-registrar status against STATUS_NODES
+# (5000) nodes simulated by kwok on the local node's API server; ~20-40 min on
+# 2 cores, holding the node's lock. Everything it creates is removed.
+STATUS_NODES ?= 5000
+.PHONY: bench-status-scale
+bench-status-scale: build ## kubectl csi-registrar status on STATUS_NODES (5000) kwok nodes: wall time, API requests, peak RSS
+	@$(call with_node_lock,bash kind/statusscale.sh -nodes=$(STATUS_NODES))
+
 # ---- release: the artifacts of one version (README "Release") ----------------
 # $(RELEASE_DIR): static binaries for linux/amd64 and linux/arm64 (built as by
 # `make build`; the image's and the kubectl plugin's), one multi-arch OCI image (an image index of both) as an OCI

@@ -1,0 +1,446 @@
+// Command statusscale measures `kubectl csi-registrar status` against a
+// cluster of simulated nodes (`make bench-status-scale`, kind/statusscale.sh):
+// kwok (sigs.k8s.io/kwok) keeps N fake Nodes Ready against the local node's
+// real API server and runs the pods the DaemonSet controller places on them;
+// this program creates the Nodes, a node plugin DaemonSet and a CSIDriver,
+// writes a CSINode entry and the Node annotation for every node (as the
+// kubelet would), runs the plugin (all registered, then with a share of the
+// nodes not registered) and prints wall time, API requests and the plugin's
+// peak RSS. Everything it created is removed at the end, and checked gone.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+)
+
+const (
+	namespace  = "csi-status-scale"
+	dsName     = "scale-node-plugin"
+	driver     = "scale.csi-registrar.example.com"
+	nodePrefix = "kwok-scale-"
+	// The label and annotation kwok manages nodes by, and the taint that
+	// keeps other pods off them.
+	kwokKey   = "kwok.x-k8s.io/node"
+	kwokValue = "fake"
+	ownLabel  = "csi-registrar.example.com/status-scale"
+)
+
+func main() {
+	var (
+		kubeconfig, plugin string
+		nodes, workers     int
+		notRegistered      float64
+		runs               int
+		timeout            time.Duration
+	)
+	flag.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster's admin kubeconfig")
+	flag.StringVar(&plugin, "plugin", "bin/kubectl-csi_registrar", "the plugin binary to measure")
+	flag.IntVar(&nodes, "nodes", 5000, "simulated nodes")
+	flag.Float64Var(&notRegistered, "not-registered", 1, "percent of nodes not registered in the second measurement")
+	flag.IntVar(&runs, "runs", 3, "runs of the plugin per measurement")
+	flag.IntVar(&workers, "workers", 32, "concurrent API writes while setting up")
+	flag.DurationVar(&timeout, "timeout", 40*time.Minute, "the whole run")
+	flag.Parse()
+	if nodes < 1 || notRegistered < 0 || notRegistered > 100 || runs < 1 || workers < 1 {
+		fmt.Fprintf(os.Stderr, "statusscale: -nodes=%d -not-registered=%v -runs=%d -workers=%d: want nodes, runs and workers ≥ 1 and 0 ≤ not-registered ≤ 100\n", nodes, notRegistered, runs, workers)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "statusscale: -kubeconfig=%q: %v\n", kubeconfig, err)
+		os.Exit(2)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "statusscale:", err)
+		os.Exit(2)
+	}
+	s := &scale{client: client, kubeconfig: kubeconfig, plugin: plugin, nodes: nodes, workers: workers}
+	rc := 0
+	if err := s.run(ctx, notRegistered, runs); err != nil {
+		fmt.Fprintln(os.Stderr, "statusscale:", err)
+		rc = 1
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer ccancel()
+	if err := s.cleanup(cctx); err != nil {
+		fmt.Fprintln(os.Stderr, "statusscale: cleanup:", err)
+		rc = 1
+	}
+	os.Exit(rc)
+}
+
+type scale struct {
+	client             kubernetes.Interface
+	kubeconfig, plugin string
+	nodes, workers     int
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func nodeName(i int) string { return fmt.Sprintf("%s%05d", nodePrefix, i) }
+
+func (s *scale) run(ctx context.Context, notRegistered float64, runs int) error {
+	t0 := time.Now()
+	if err := s.createPlugin(ctx); err != nil {
+		return err
+	}
+	if err := s.parallel(ctx, "create Nodes and CSINodes", func(ctx context.Context, i int) error { return s.createNode(ctx, i) }); err != nil {
+		return err
+	}
+	logf("%d Nodes with CSINode entries and annotations written in %s", s.nodes, time.Since(t0).Round(time.Second))
+	if err := s.waitPods(ctx); err != nil {
+		return err
+	}
+	logf("set-up done in %s", time.Since(t0).Round(time.Second))
+
+	results := []result{}
+	results = append(results, s.measure(ctx, "all registered", runs, 0, nil))
+	// The share not registered: the kubelet's view of those nodes removed.
+	n := int(float64(s.nodes) * notRegistered / 100)
+	var off []int
+	for i := 0; i < n; i++ {
+		off = append(off, i*s.nodes/max(n, 1))
+	}
+	for _, i := range off {
+		if err := s.unregister(ctx, nodeName(i)); err != nil {
+			return err
+		}
+	}
+	label := fmt.Sprintf("%v%% (%d) not registered", notRegistered, n)
+	results = append(results, s.measure(ctx, label, runs, n, nil))
+	results = append(results, s.measure(ctx, label+", --no-proxy", runs, n, []string{"--no-proxy"}))
+	fmt.Printf("\n%d simulated nodes (kwok), %d plugin runs each; median (min–max)\n", s.nodes, runs)
+	fmt.Printf("| case | exit | wall s | API requests (lists / proxy / other) | peak RSS MiB |\n|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Println(r)
+	}
+	for _, r := range results {
+		if r.err != nil {
+			return r.err
+		}
+	}
+	return nil
+}
+
+// createPlugin creates the namespace, the CSIDriver and a node plugin
+// DaemonSet shaped as manifests/ (csi-registrar's image and arguments, the
+// plugins_registry hostPath) for the simulated nodes only.
+func (s *scale) createPlugin(ctx context.Context) error {
+	labels := map[string]string{ownLabel: "true"}
+	if _, err := s.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := s.client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: driver, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	podLabels := map[string]string{"app": dsName}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: dsName, Namespace: namespace, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: podLabels},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"type": "kwok"},
+					Tolerations:  []corev1.Toleration{{Key: kwokKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+					Containers: []corev1.Container{
+						{Name: "driver", Image: "csi-registrar:dev", Command: []string{"/csi-registrar", "driver"},
+							Args:         []string{"--endpoint=unix:///csi/csi.sock", "--driver-name=" + driver, "--node-id=$(KUBE_NODE_NAME)"},
+							VolumeMounts: []corev1.VolumeMount{{Name: "socket-dir", MountPath: "/csi"}}},
+						{Name: "registrar", Image: "csi-registrar:dev",
+							Args:         []string{"--csi-address=/csi/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/" + driver + "/csi.sock", "--http-endpoint=:9809"},
+							VolumeMounts: []corev1.VolumeMount{{Name: "socket-dir", MountPath: "/csi"}, {Name: "registration-dir", MountPath: "/registration"}}},
+					},
+					Volumes: []corev1.Volume{
+						{Name: "socket-dir", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/kubelet/plugins/" + driver}}},
+						{Name: "registration-dir", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/kubelet/plugins_registry"}}},
+					},
+				},
+			},
+		},
+	}
+	_, err := s.client.AppsV1().DaemonSets(namespace).Create(ctx, ds, metav1.CreateOptions{})
+	return err
+}
+
+// createNode creates a simulated Node kwok keeps Ready, with the node ID
+// annotation, and its CSINode with the driver's entry, as the kubelet writes them.
+func (s *scale) createNode(ctx context.Context, i int) error {
+	name := nodeName(i)
+	ann, _ := json.Marshal(map[string]string{driver: name})
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"type": "kwok", ownLabel: "true", "kubernetes.io/os": "linux", "kubernetes.io/hostname": name,
+				"kubernetes.io/arch": "amd64"},
+			Annotations: map[string]string{kwokKey: kwokValue, "node.alpha.kubernetes.io/ttl": "0", csiplugin.NodeIDAnnotation: string(ann)}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kwokKey, Value: kwokValue, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			// Loopback only: the API server refuses to proxy there, and
+			// kwok keeps addresses it finds.
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: "localhost"}},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")},
+		},
+	}
+	created, err := s.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	cn := &storagev1.CSINode{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ownLabel: "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: created.UID}}},
+		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: driver, NodeID: name}}},
+	}
+	_, err = s.client.StorageV1().CSINodes().Create(ctx, cn, metav1.CreateOptions{})
+	return err
+}
+
+// unregister removes the driver from a node's CSINode and annotation, as
+// the kubelet does when the registration goes.
+func (s *scale) unregister(ctx context.Context, name string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, csiplugin.NodeIDAnnotation)
+	if _, err := s.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	cn, err := s.client.StorageV1().CSINodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cn.Spec.Drivers = nil
+	_, err = s.client.StorageV1().CSINodes().Update(ctx, cn, metav1.UpdateOptions{})
+	return err
+}
+
+// waitPods waits until the DaemonSet has a ready pod on every simulated node.
+func (s *scale) waitPods(ctx context.Context) error {
+	t0 := time.Now()
+	last := ""
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ds, err := s.client.AppsV1().DaemonSets(namespace).Get(ctx, dsName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := ds.Status
+		now := fmt.Sprintf("DaemonSet: desired %d, scheduled %d, ready %d", st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady)
+		if now != last {
+			logf("%s (%s)", now, time.Since(t0).Round(time.Second))
+			last = now
+		}
+		return int(st.DesiredNumberScheduled) == s.nodes && int(st.NumberReady) == s.nodes, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the DaemonSet's pods on %d simulated nodes: %v (last: %s)", s.nodes, err, last)
+	}
+	logf("%d node plugin pods ready in %s", s.nodes, time.Since(t0).Round(time.Second))
+	return nil
+}
+
+// parallel runs f for every node index with s.workers at a time.
+func (s *scale) parallel(ctx context.Context, what string, f func(context.Context, int) error) error {
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	done := 0
+	for w := 0; w < s.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				err := f(ctx, i)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("%s: node %d: %w", what, i, err)
+				}
+				done++
+				if done%1000 == 0 {
+					logf("%s: %d/%d", what, done, s.nodes)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < s.nodes; i++ {
+		select {
+		case idx <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(idx)
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// result is one measurement: runs of the plugin.
+type result struct {
+	what                       string
+	codes                      []int
+	wall                       []float64
+	total, lists, proxy, other []int
+	rss                        []float64 // MiB
+	err                        error
+}
+
+func (r result) String() string {
+	if len(r.wall) == 0 {
+		return fmt.Sprintf("| %s | error: %v | | | |", r.what, r.err)
+	}
+	return fmt.Sprintf("| %s | %v | %s | %d (%d / %d / %d) | %s |", r.what, r.codes, spread(r.wall, "%.2f"),
+		median(r.total), median(r.lists), median(r.proxy), median(r.other), spread(r.rss, "%.0f"))
+}
+
+var statsRE = regexp.MustCompile(`api requests: (\d+) \(lists (\d+), proxy (\d+), other (\d+)\); wall ([0-9.]+)s`)
+
+// measure runs the plugin runs times: `status -o json --stats`, all drivers.
+func (s *scale) measure(ctx context.Context, what string, runs, wantNotRegistered int, extra []string) result {
+	r := result{what: what}
+	for i := 0; i < runs; i++ {
+		args := append([]string{"status", "--kubeconfig", s.kubeconfig, "-o", "json", "--stats"}, extra...)
+		cmd := exec.CommandContext(ctx, s.plugin, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		t0 := time.Now()
+		out, err := cmd.Output()
+		wall := time.Since(t0).Seconds()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			r.err = fmt.Errorf("%s: %v", what, err)
+			return r
+		}
+		var rep struct {
+			Drivers []struct {
+				Name                                string
+				Expected, Registered, NotRegistered int
+			}
+			Unknown []json.RawMessage
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			r.err = fmt.Errorf("%s: the plugin's output is not its JSON report: %v; stderr: %s", what, err, stderr.String())
+			return r
+		}
+		for _, d := range rep.Drivers {
+			if d.Name == driver && (d.Expected != s.nodes || d.NotRegistered != wantNotRegistered || d.Registered != s.nodes-wantNotRegistered) {
+				r.err = fmt.Errorf("%s: %s expected %d, registered %d, not registered %d; want %d, %d, %d",
+					what, driver, d.Expected, d.Registered, d.NotRegistered, s.nodes, s.nodes-wantNotRegistered, wantNotRegistered)
+			}
+		}
+		m := statsRE.FindStringSubmatch(stderr.String())
+		if m == nil {
+			r.err = fmt.Errorf("%s: no --stats line on stderr: %q", what, stderr.String())
+			return r
+		}
+		atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+		r.codes = append(r.codes, code)
+		r.wall = append(r.wall, wall)
+		r.total, r.lists, r.proxy, r.other = append(r.total, atoi(m[1])), append(r.lists, atoi(m[2])), append(r.proxy, atoi(m[3])), append(r.other, atoi(m[4]))
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.rss = append(r.rss, float64(ru.Maxrss)/1024) // Maxrss is in KiB on Linux
+		}
+		logf("%s, run %d: exit %d, %.2f s, %s requests, %d unknown parts", what, i+1, code, wall, m[1], len(rep.Unknown))
+	}
+	return r
+}
+
+func median(v []int) int {
+	s := append([]int{}, v...)
+	sort.Ints(s)
+	return s[len(s)/2]
+}
+
+func spread(v []float64, f string) string {
+	s := append([]float64{}, v...)
+	sort.Float64s(s)
+	return fmt.Sprintf(f+" ("+f+"–"+f+")", s[len(s)/2], s[0], s[len(s)-1])
+}
+
+// cleanup removes everything run created (found by name and label, so it
+// also cleans after an interrupted run) and checks it is gone.
+func (s *scale) cleanup(ctx context.Context) error {
+	t0 := time.Now()
+	bg := metav1.DeletePropagationBackground
+	if err := s.client.AppsV1().DaemonSets(namespace).Delete(ctx, dsName, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	// The pods first, while kwok still runs their nodes and finishes their deletion.
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := s.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && len(l.Items) == 0, nil
+	})
+	if err != nil {
+		logf("pods of %s not all gone (%v); deleting them now", namespace, err)
+		zero := int64(0)
+		_ = s.client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	}
+	sel := metav1.ListOptions{LabelSelector: ownLabel + "=true"}
+	if err := s.client.StorageV1().CSINodes().DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		return err
+	}
+	if err := s.client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		return err
+	}
+	if err := s.client.StorageV1().CSIDrivers().Delete(ctx, driver, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := s.client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := s.client.CoreV1().Nodes().List(ctx, sel)
+		if err != nil {
+			return false, err
+		}
+		csinodes, err := s.client.StorageV1().CSINodes().List(ctx, sel)
+		if err != nil {
+			return false, err
+		}
+		_, nsErr := s.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+		return len(nodes.Items) == 0 && len(csinodes.Items) == 0 && apierrors.IsNotFound(nsErr), nil
+	})
+	if err != nil {
+		return fmt.Errorf("what statusscale created is not all gone: %v", err)
+	}
+	logf("removed everything statusscale created in %s", time.Since(t0).Round(time.Second))
+	return nil
+}
