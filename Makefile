@@ -167,3 +167,4 @@ release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBO
 
 -include kind/localnode/localnode.mk
 -include kind/kind.mk
+-include kind/storage/storage.mk

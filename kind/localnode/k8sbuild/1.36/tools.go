@@ -1,7 +1,8 @@
 //go:build tools
 
-// Package k8sbuild only pins the Kubernetes commands this module builds
-// (kubeadm and kube-proxy for the kind node image: build.sh --with-kind).
+// Package k8sbuild only pins the Kubernetes packages this module builds
+// (kubeadm and kube-proxy for the kind node image: build.sh --with-kind;
+// test/e2e for the storage e2e test binary: kind/storage/build-e2e.sh).
 package k8sbuild
 
 import (
@@ -12,4 +13,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/test/e2e"
 )

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Build Kubernetes' e2e test binary (k8s.io/kubernetes/test/e2e) at the node's version,
+# from the nested module kind/localnode/k8sbuild/<minor>/ (tools.go pins the package),
+# with build.sh's flags, so it shares the Go build cache with the Kubernetes binaries.
+# Cached in the version-keyed cache dir; skipped when current (same go.mod/go.sum stamp).
+#   build-e2e.sh [--force]      build when not current
+#   build-e2e.sh --path         print where the binary is (or will be), build nothing
+# A cold build is ~25 CPU-minutes; warm, seconds.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=SCRIPTDIR/../localnode/env.sh
+source "$here/../localnode/env.sh"
+# shellcheck source=SCRIPTDIR/../localnode/lib.sh
+source "$here/../localnode/lib.sh"
+
+out_dir="$LOCALNODE_CACHE/e2e"
+bin="$out_dir/e2e.test"
+force=0
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    --path) echo "$bin"; exit 0 ;;
+    *) echo "build-e2e.sh: unknown argument $arg (use --force or --path)" >&2; exit 2 ;;
+  esac
+done
+current() { [[ -x "$bin" && -f "$out_dir/.stamp" && "$(<"$out_dir/.stamp")" == "$(build_stamp)" ]]; }
+
+# build.sh's lock: one Go build of this version at a time (the second would compile the
+# same packages again instead of finding them in the build cache).
+mkdir -p "$LOCALNODE_CACHE"
+exec {lockfd}>"$LOCALNODE_CACHE/build.lock"
+if ! flock -n "$lockfd"; then
+  echo "build-e2e: another build of Kubernetes $K8S_VERSION is running: waiting for it"
+  flock "$lockfd"
+  _T0=$EPOCHREALTIME # the build's time, not the wait's
+fi
+if [[ $force == 0 ]] && current; then
+  echo "build-e2e: e2e.test $K8S_VERSION is current: $bin"
+  exit 0
+fi
+command -v go >/dev/null || die "go is not installed"
+grep -q '"k8s.io/kubernetes/test/e2e"' "$K8SBUILD_DIR/tools.go" ||
+  die "Kubernetes $K8S_VERSION: $K8SBUILD_DIR/tools.go does not pin k8s.io/kubernetes/test/e2e, so its e2e binary cannot be built here (gen-gomod.sh leaves it out when it does not resolve through the module proxy, as for 1.34: k8s.io/sample-apiserver v0.34.x is not there); use K8S=1.35 or newer"
+
+cd "$K8SBUILD_DIR"
+# Version stamping as build.sh does (the suite reads it only for its banner).
+minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+date=$(go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-1970-01-01T00:00:00Z}"
+done
+mkdir -p "$out_dir"
+echo "build-e2e: go test -c k8s.io/kubernetes/test/e2e ($K8S_VERSION, GOCACHE=$(go env GOCACHE)); cold: ~25 CPU-minutes"
+(while :; do read -rt 60 <> <(:) || true; echo "build-e2e: still compiling ($(elapsed)s)"; done) &
+ticker=$!
+trap 'kill "$ticker" 2>/dev/null || true' EXIT
+CGO_ENABLED=0 go test -c -trimpath -buildvcs=false -ldflags "$ldflags" -o "$bin.tmp" k8s.io/kubernetes/test/e2e
+mv -f "$bin.tmp" "$bin"
+build_stamp >"$out_dir/.stamp"
+echo "build-e2e: done in $(elapsed)s -> $bin ($(du -m "$bin" | cut -f1) MB)"
