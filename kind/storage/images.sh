@@ -21,6 +21,8 @@ gcRegistry: $registry
 sigStorageRegistry: $registry
 dockerLibraryRegistry: $registry
 EOT
-busybox=$(KUBE_TEST_REPO_LIST="$out/repo-list.yaml" "$e2e" --list-images 2>/dev/null | grep -m1 "^$registry/busybox:") ||
+images=$(KUBE_TEST_REPO_LIST="$out/repo-list.yaml" "$e2e" --list-images 2>/dev/null) ||
+  { echo "images.sh: $e2e --list-images failed" >&2; exit 1; }
+busybox=$(grep -m1 "^$registry/busybox:" <<<"$images") ||
   { echo "images.sh: $e2e --list-images names no $registry/busybox image" >&2; exit 1; }
 bash "$here/busybox-image.sh" "$busybox" "$out/busybox.tar"
