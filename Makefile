@@ -76,7 +76,7 @@ e2e e2e-kind: example-image
 clean: ## remove bin/
 	rm -rf bin
 
-# ---- bench: the figures of README "Performance" ------------------------------
+# ---- bench: the figures of docs/performance.md -------------------------------
 # One table: figure, runs, min / median / max, goal, verdict and, with
 # UPSTREAM_REGISTRAR=/path/to/csi-node-driver-registrar, upstream measured in the
 # same run (alternating) and the ratio ours/upstream; also $(BENCH_DIR)/results.md.
@@ -131,7 +131,7 @@ STATUS_NODES ?= 5000
 bench-status-scale: build ## kubectl csi-registrar status on STATUS_NODES (5000) kwok nodes: wall time, API requests, peak RSS
 	@$(call with_node_lock,bash kind/statusscale.sh -nodes=$(STATUS_NODES))
 
-# ---- release: the artifacts of one version (README "Release") ----------------
+# ---- release: the artifacts of one version (docs/development.md "Releases") ---
 # $(RELEASE_DIR): static binaries for linux/amd64 and linux/arm64 (built as by
 # `make build`; the image's and the kubectl plugin's), one multi-arch OCI image (an image index of both) as an OCI
 # archive and its digest, a CycloneDX SBOM of the linked Go modules, and
