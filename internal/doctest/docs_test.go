@@ -16,9 +16,10 @@ import (
 // root is the repository's root, seen from this package's directory.
 const root = "../.."
 
-// taggedFiles are the Markdown files whose shell blocks must be tagged:
-// README.md, CHANGELOG.md, everything under docs/, and the driver guide.
-func taggedFiles(t *testing.T) []string {
+// runFiles are the Markdown files whose ```sh test blocks TestDocsRun runs:
+// README.md, CHANGELOG.md, everything under docs/, and the driver guide
+// (whose block another test runs: ownRunner).
+func runFiles(t *testing.T) []string {
 	t.Helper()
 	files := []string{"README.md", "CHANGELOG.md", "stubdriver/GUIDE.md"}
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, e fs.DirEntry, err error) error {
@@ -72,16 +73,17 @@ func blocks(t *testing.T, file string) []doctest.Block {
 	return bs
 }
 
-// TestDocsTagged fails on a code block without a language, on a shell block
-// that does not say how it is checked (docs/README.md, "Tested
-// documentation"), and on a ```sh ci block with a command CI does not run.
+// TestDocsTagged fails, in every Markdown file of the tree, on a code block
+// without a language, on a shell block that does not say how it is checked
+// (docs/README.md, "Tested documentation"), and on a ```sh ci block with a
+// command CI does not run.
 func TestDocsTagged(t *testing.T) {
 	steps, err := doctest.CISteps(filepath.Join(root, ".ci/run"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	counts := map[doctest.Tag]int{}
-	for _, file := range taggedFiles(t) {
+	for _, file := range markdownFiles(t) {
 		for _, b := range blocks(t, file) {
 			if err := b.Check(); err != nil {
 				t.Error(err)
@@ -128,7 +130,7 @@ var ownRunner = map[string]string{"stubdriver/GUIDE.md": "stubdriver.TestGuideRe
 // checkout) first on PATH and TMPDIR a fresh directory with a short path.
 func TestDocsRun(t *testing.T) {
 	var run []doctest.Block
-	for _, file := range taggedFiles(t) {
+	for _, file := range runFiles(t) {
 		for _, b := range blocks(t, file) {
 			if b.Tag == doctest.Test && b.Shell() {
 				if by, ok := ownRunner[file]; ok {
