@@ -59,7 +59,7 @@ func (k *keptAlive) closedByServer(limit time.Duration) error {
 
 // Issue 18 item 4 and issue 22 item 5: the HTTP endpoint keeps at most
 // HTTPMaxConns connections open. One beyond the cap is served at once, and
-// the connection that waited longest without a request (the first kept-alive
+// the oldest connection without a request in progress (the first kept-alive
 // one) is closed by the server to make room; the others stay open.
 func TestHTTPEndpointLimitsConnections(t *testing.T) {
 	e := newEnv(t)
@@ -89,7 +89,7 @@ func TestHTTPEndpointLimitsConnections(t *testing.T) {
 		t.Fatalf("connection %d beyond the cap of %d was not served: %v", len(idle)+1, registrar.HTTPMaxConns, err)
 	}
 	if err := idle[0].closedByServer(guard); err != nil {
-		t.Fatalf("the longest-idle connection was not closed to make room: %v", err)
+		t.Fatalf("the oldest connection was not closed to make room: %v", err)
 	}
 	// The second-oldest is still open: a request on it is answered.
 	if _, err := io.WriteString(idle[1].conn, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {

@@ -16,15 +16,15 @@ import (
 // small (each open connection costs ~15 kB), so a client can neither keep
 // a connection open without finishing a request (ReadHeader) or between
 // requests (Idle), nor make the server keep more than maxConns connections:
-// beyond that, the connection that has waited longest without a request
-// in progress is closed. A new connection (a kubelet probe) is always
+// beyond that, the oldest connection without a request in progress is
+// closed. A new connection (a kubelet probe) is always
 // accepted and served at once; no number of hostile clients makes it wait.
 type httpLimits struct {
 	readHeader time.Duration // from accepting to the end of the headers
 	read       time.Duration // the whole request (bodies are empty)
 	write      time.Duration // /readyz calls Probe (Options.Timeout); pprof profiles need ?seconds= below this
 	idle       time.Duration // a kept-alive connection without a request; probes and scrapes reconnect
-	maxConns   int           // open connections kept; more close the longest-waiting idle one
+	maxConns   int           // open connections kept; more close the oldest one without a request in progress
 	shutdown   time.Duration // in-flight requests at exit, then connections are closed
 }
 
@@ -128,10 +128,10 @@ func (r *Registrar) startHTTP() (stop func(), err error) {
 }
 
 // connTable keeps at most max connections of the HTTP server open. When a
-// new one makes it max+1, it closes the connection that has waited longest
-// without a request in progress (a slowloris still sending its headers, or
-// a kept-alive connection between requests). The new connection is the
-// youngest, so it is served; a request being handled is never cut.
+// new one makes it max+1, it closes the oldest connection without a request
+// in progress (a slowloris still sending its headers, or a kept-alive
+// connection between requests). The new connection is the youngest, so it
+// is served; a request being handled is never cut.
 type connTable struct {
 	max   int
 	mu    sync.Mutex
@@ -140,8 +140,8 @@ type connTable struct {
 }
 
 type connEntry struct {
-	since  uint64 // order of the last change to waiting; lower waited longer
-	active bool   // a request is being handled
+	accepted uint64 // order of acceptance; lower is older
+	active   bool   // a request is being handled
 }
 
 func newConnTable(max int) *connTable {
@@ -154,16 +154,20 @@ func newConnTable(max int) *connTable {
 func (t *connTable) track(c net.Conn, st http.ConnState) {
 	t.mu.Lock()
 	var evict net.Conn
+	e, known := t.conns[c]
 	switch st {
-	case http.StateNew, http.StateIdle:
+	case http.StateNew:
 		t.seq++
-		t.conns[c] = connEntry{since: t.seq}
-		if st == http.StateNew && len(t.conns) > t.max {
-			evict = t.longestWaiting(c)
+		t.conns[c] = connEntry{accepted: t.seq}
+		if len(t.conns) > t.max {
+			evict = t.oldestWaiting(c)
 			delete(t.conns, evict)
 		}
-	case http.StateActive:
-		t.conns[c] = connEntry{since: t.conns[c].since, active: true}
+	case http.StateActive, http.StateIdle:
+		if known { // not one closed to make room
+			e.active = st == http.StateActive
+			t.conns[c] = e
+		}
 	case http.StateHijacked, http.StateClosed:
 		delete(t.conns, c)
 	}
@@ -173,14 +177,14 @@ func (t *connTable) track(c net.Conn, st http.ConnState) {
 	}
 }
 
-// longestWaiting returns the connection other than except that has waited
-// longest without a request in progress; nil if every other is active.
-func (t *connTable) longestWaiting(except net.Conn) net.Conn {
+// oldestWaiting returns the oldest connection other than except without a
+// request in progress; nil if every other is active.
+func (t *connTable) oldestWaiting(except net.Conn) net.Conn {
 	var oldest net.Conn
-	var since uint64
+	var accepted uint64
 	for c, e := range t.conns {
-		if c != except && !e.active && (oldest == nil || e.since < since) {
-			oldest, since = c, e.since
+		if c != except && !e.active && (oldest == nil || e.accepted < accepted) {
+			oldest, accepted = c, e.accepted
 		}
 	}
 	return oldest

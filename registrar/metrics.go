@@ -37,7 +37,7 @@ type metrics struct {
 // rate() or increase() over a reason starts at the first scrape, not at the
 // first event. A reason not listed here is still counted, from its first use.
 var socketCreationReasons = []string{
-	"start", "deleted", "rejected", "kubelet-silent", "no-notify", "unresponsive", // state.go
+	"start", "deleted", "rejected", "kubelet-silent", "no-notify", "unresponsive", // loop.go
 	"conflict", "not-a-socket", "permission", "missing-directory", "listen-error", // socketfault.go
 }
 

@@ -24,47 +24,41 @@ import (
 // connection costs about 12 context switches, more than twice the wakeup
 // itself: on every tick it would break the idle wakeup budget (see
 // reconcilePeriod).
-func (s *session) reconcile(ctx context.Context, why string, deep bool) (renamed string, err error) {
-	s.log.Debug("reconciling", "why", why, "deep", deep)
-	if s.cur != nil {
-		if !s.cur.sock.Owned() {
-			s.log.Warn("reconcile: the registration socket is not ours any more; an event was missed", "why", why)
-			s.socketLost()
-		} else if err := s.served(ctx, deep); err != nil {
-			s.log.Error("registration socket does not answer GetInfo; re-creating it", "err", err, "outcome", "recreating")
-			s.create(reasonUnresponsive)
+func (l *loop) reconcile(ctx context.Context, why string, deep bool) {
+	l.log.Debug("reconciling", "why", why, "deep", deep)
+	if l.cur != nil {
+		if !l.cur.sock.Owned() {
+			l.log.Warn("reconcile: the registration socket is not ours any more; an event was missed", "why", why)
+			l.socketLost()
+		} else if err := l.served(ctx, deep); err != nil {
+			l.log.Error("registration socket does not answer GetInfo; re-creating it", "err", err, "outcome", "recreating")
+			l.create(reasonUnresponsive)
 		}
 	}
-	if s.recheck.armed() {
-		return "", nil // a recheck of the driver is under way
+	if l.recheck.armed() || l.asking {
+		return // a look at the driver is under way
 	}
-	if id, err := csiplugin.FileIDOf(s.r.driverPath); err == nil && id != s.driverID {
-		s.log.Info("reconcile: the driver socket is a new one; the driver restarted", "why", why, "outcome", "rechecking")
-		s.drv.ResetBackoff()
-		return s.onRecheckDue(ctx)
+	if id, err := csiplugin.FileIDOf(l.r.driverPath); err == nil && id != l.driverID {
+		l.log.Info("reconcile: the driver socket is a new one; the driver restarted", "why", why, "outcome", "rechecking")
+		l.drv.ResetBackoff()
+		l.ask(ctx, true)
+		return
 	}
-	if err := s.drv.Probe(ctx); err != nil {
-		s.driverDown(err)
-		return "", nil
-	}
-	if !s.driverUp {
-		return s.onRecheckDue(ctx) // back: maybe under another name
-	}
-	return "", nil
+	l.ask(ctx, false) // Probe: a failure is an outage, an answer after one a recheck
 }
 
 // served reports whether our registration server still serves its socket:
 // its Serve loop runs and, when deep, a GetInfo through the socket answers.
-func (s *session) served(ctx context.Context, deep bool) error {
+func (l *loop) served(ctx context.Context, deep bool) error {
 	select {
-	case <-s.cur.serving.Done():
+	case <-l.cur.serving.Done():
 		return errors.New("the gRPC server on the registration socket stopped")
 	default:
 	}
 	if !deep {
 		return nil
 	}
-	return selfCheck(ctx, s.path, s.name, s.r.opts.Timeout)
+	return selfCheck(ctx, l.path, l.name, l.r.opts.Timeout)
 }
 
 // selfCheck calls GetInfo on our own socket and checks the name.

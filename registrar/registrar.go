@@ -17,16 +17,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -73,15 +69,6 @@ func New(opts Options) (*Registrar, error) {
 // Status returns the current registration status.
 func (r *Registrar) Status() Status { return r.status.get() }
 
-func (r *Registrar) setStage(s Stage, detail string) {
-	r.status.update(func(st *Status) {
-		if st.Stage != s {
-			st.Since = r.clock.Now()
-		}
-		st.Stage, st.Detail = s, detail
-	})
-}
-
 // errRunTwice is returned by a second call of Run.
 var errRunTwice = errors.New("registrar: Run was called twice; a Registrar runs once, create another with New")
 
@@ -101,7 +88,8 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 		if err != nil {
 			detail = err.Error()
 		}
-		r.setStage(StageStopped, detail)
+		now := r.clock.Now()
+		r.status.update(func(st *Status) { st.Stage, st.Detail, st.Since = StageStopped, detail, now })
 	}()
 	watcher, err := r.newWatcher()
 	if err != nil {
@@ -128,113 +116,7 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 		return optionFailed(OptionCSIAddress, "watch "+filepath.Dir(r.driverPath)+", the directory of the driver socket "+r.driverPath+
 			": %[2]v; check the volume mount of %[1]s", err)
 	}
-	name, err := r.waitForDriver(ctx, watcher, drv)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	if err := watcher.Add(r.opts.PluginRegistrationPath); err != nil {
-		return optionFailed(OptionPluginRegistrationPath, "watch %[1]s "+r.opts.PluginRegistrationPath+
-			": %[2]v; mount the kubelet's plugins_registry there", err)
-	}
-	for {
-		s, err := r.newSession(drv, watcher, name)
-		if err != nil {
-			return err
-		}
-		renamed, err := s.run(ctx)
-		if err != nil || renamed == "" {
-			return err
-		}
-		name = renamed
-	}
-}
-
-// waitForDriver waits until the driver socket exists and the driver answers,
-// and returns the validated driver name. It wakes on file events in the
-// socket's directory, not on a polling interval; only a socket that exists
-// but refuses is retried with a short backoff. A look every reconcilePeriod
-// (and at once after a file watcher error) catches an event the watcher lost.
-func (r *Registrar) waitForDriver(ctx context.Context, watcher *fsnotify.Watcher, drv *driverClient) (string, error) {
-	start := r.clock.Now()
-	r.setStage(StageWaitingForDriver, "connecting to "+r.driverPath)
-	deadline, progress, retryAt, recheck := newAlarm(r.clock), newAlarm(r.clock), newAlarm(r.clock), newAlarm(r.clock)
-	defer func() { deadline.stop(); progress.stop(); retryAt.stop(); recheck.stop() }()
-	if r.opts.ConnectionTimeout > 0 {
-		deadline.set(r.opts.ConnectionTimeout)
-	}
-	const progressEvery = 10 * time.Second // a log line only; waking is event-driven
-	progress.set(progressEvery)
-	retry := newBackoff(10*time.Millisecond, time.Second)
-	var lastErr error
-	for {
-		r.log.Debug("looking at the driver socket", "socket", r.driverPath)
-		st, err := os.Stat(r.driverPath)
-		switch {
-		case err == nil && st.Mode().Type() == fs.ModeSocket:
-			name, err := r.identify(ctx, drv)
-			if err == nil {
-				r.metrics.setReachable(true)
-				r.log.Info("driver answered", "driver", name, "socket", r.driverPath, "outcome", "answered",
-					"waited", r.clock.Now().Sub(start).Round(time.Millisecond))
-				return name, nil
-			}
-			if !retryable(err) {
-				return "", err
-			}
-			lastErr = err
-			retryAt.set(retry.next())
-		case err == nil:
-			return "", optionFailed(OptionCSIAddress, "%[1]s "+r.driverPath+" is a %[2]v, not a socket: point %[1]s at the socket the CSI driver listens on",
-				errors.New(sockfile.FileKind(st.Mode())))
-		case errors.Is(err, fs.ErrNotExist):
-			lastErr = errors.New("socket does not exist yet")
-		default:
-			return "", optionFailed(OptionCSIAddress, "inspect %[1]s "+r.driverPath+": %[2]v", err)
-		}
-		r.metrics.setReachable(false)
-		recheck.set(reconcilePeriod)
-		r.setStage(StageWaitingForDriver, lastErr.Error())
-
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return "", ctx.Err()
-			case ev, ok := <-watcher.Events:
-				if !ok {
-					return "", errors.New("file watcher closed")
-				}
-				if filepath.Clean(ev.Name) == r.driverPath {
-					drv.ResetBackoff()
-					break wait
-				}
-			case err, ok := <-watcher.Errors:
-				if !ok {
-					return "", errors.New("file watcher closed")
-				}
-				r.log.Warn("file watcher error; looking at the driver socket again", "err", err, "socket", r.driverPath, "outcome", "rechecking")
-				break wait
-			case <-retryAt.c():
-				retryAt.stop()
-				break wait
-			case <-recheck.c():
-				recheck.stop()
-				break wait
-			case <-progress.c():
-				progress.set(progressEvery)
-				r.log.Info("still waiting for the CSI driver", "waited", r.clock.Now().Sub(start).Round(time.Second),
-					"lastError", lastErr.Error(), "check", "is the driver container running and listening on this socket?")
-			case <-deadline.c():
-				return "", optionFailed(OptionConnectionTimeout, fmt.Sprintf("the CSI driver at %s did not answer within %%[1]s=%s (waited %s): %%[2]v",
-					r.driverPath, r.opts.ConnectionTimeout, r.clock.Now().Sub(start).Round(time.Millisecond)), lastErr)
-			case reply := <-r.ping:
-				close(reply)
-			}
-		}
-	}
+	return r.newLoop(drv, watcher).run(ctx)
 }
 
 // identify returns the name to register: Options.DriverName once the driver

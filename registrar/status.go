@@ -6,7 +6,7 @@ import (
 )
 
 // Stage is where the registrar is in its lifecycle. The control loop's
-// transitions between stages are listed in state.go.
+// transitions between stages are the table in transitions_test.go (shown in docs/design.md).
 type Stage int
 
 const (
