@@ -19,7 +19,7 @@ import (
 
 // Behaviour 1: the registrar started before the driver waits on file events
 // and registers once the driver's socket appears.
-func TestDriverWaitIsEventDriven(t *testing.T) {
+func rowDriverWaitIsEventDriven(t *testing.T) {
 	e := newEnv(t)
 	var logs logBuffer
 	clk := registrar.NewFakeClock()
@@ -50,7 +50,7 @@ func TestDriverWaitIsEventDriven(t *testing.T) {
 
 // Behaviour 1: --connection-timeout ends the wait with an error naming the
 // address and the time waited.
-func TestConnectionTimeout(t *testing.T) {
+func rowConnectionTimeout(t *testing.T) {
 	e := newEnv(t)
 	clk := registrar.NewFakeClock()
 	r, run := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.ConnectionTimeout = registrar.MinConnectionTimeout })
@@ -71,7 +71,7 @@ func TestConnectionTimeout(t *testing.T) {
 }
 
 // An address that exists but is not a socket is an error, not a wait.
-func TestDriverAddressNotASocket(t *testing.T) {
+func rowDriverAddressNotASocket(t *testing.T) {
 	e := newEnv(t)
 	os.WriteFile(e.driverSock, nil, 0o600)
 	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: "/k/csi.sock",
@@ -88,7 +88,7 @@ func TestDriverAddressNotASocket(t *testing.T) {
 
 // Behaviour 1: with --driver-name the socket is created only once the driver
 // answers Probe with ready.
-func TestDriverNameWaitsForProbe(t *testing.T) {
+func rowDriverNameWaitsForProbe(t *testing.T) {
 	e := newEnv(t)
 	d := &namedDriver{name: "ignored", notReady: true}
 	serveNamedDriver(t, e.driverSock, d)
@@ -109,7 +109,7 @@ func TestDriverNameWaitsForProbe(t *testing.T) {
 
 // Behaviour 5: a deleted registration socket is re-created, and the log
 // says it was gone (not "not ours, left in place").
-func TestDeletedSocketRecreated(t *testing.T) {
+func rowDeletedSocketRecreated(t *testing.T) {
 	e := newEnv(t)
 	var logs logBuffer
 	startStubDriver(t, e, stubName)
@@ -134,7 +134,7 @@ func TestDeletedSocketRecreated(t *testing.T) {
 }
 
 // Behaviour 5 with rule 3: a socket replaced by another live socket is not fought over.
-func TestReplacedSocketNotFought(t *testing.T) {
+func rowReplacedSocketNotFought(t *testing.T) {
 	c := startClocked(t, func(o *registrar.Options) { o.RegistrationRetryMax = registrar.MinRegistrationRetryMax })
 	r, clk, sock, logs, e := c.r, c.clk, c.sock, c.logs, c.e
 	if other, err := sockfile.Listen(sock); err == nil {
@@ -179,7 +179,7 @@ func TestReplacedSocketNotFought(t *testing.T) {
 
 // Behaviour 6: after Notify(false) the socket is re-created with a doubling
 // backoff so that the kubelet tries again; success resets the backoff.
-func TestRejectionRecreatesSocket(t *testing.T) {
+func rowRejectionRecreatesSocket(t *testing.T) {
 	c := startClocked(t, nil)
 	r, clk, sock, logs := c.r, c.clk, c.sock, c.logs
 	ctx := context.Background()
@@ -191,8 +191,11 @@ func TestRejectionRecreatesSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "retry "+wantRetry.String()+" logged", func() bool {
+			// The stage is published after the log line: wait for both, or
+			// the re-creation below could be taken for the earlier socket.
 			return strings.Count(logs.String(), "kubelet rejected the registration") == n &&
-				strings.Contains(lastLine(logs.String(), "kubelet rejected the registration"), "retryIn="+wantRetry.String())
+				strings.Contains(lastLine(logs.String(), "kubelet rejected the registration"), "retryIn="+wantRetry.String()) &&
+				r.Status().Stage == registrar.StageRejected
 		})
 		clk.Fire(t, wantRetry, patience)
 		eventually(t, "socket re-created after the rejection", func() bool {
@@ -231,7 +234,7 @@ func lastLine(s, containing string) string {
 }
 
 // Behaviour 7: no GetInfo within KubeletWait → the socket is re-created.
-func TestKubeletSilenceRecreatesSocket(t *testing.T) {
+func rowKubeletSilenceRecreatesSocket(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	clk := registrar.NewFakeClock()
@@ -262,7 +265,7 @@ func TestKubeletSilenceRecreatesSocket(t *testing.T) {
 
 // Behaviour 8: the driver comes back under another name → the old socket
 // goes, the new name is registered.
-func TestDriverRenamed(t *testing.T) {
+func rowDriverRenamed(t *testing.T) {
 	e := newEnv(t)
 	d := &namedDriver{name: "one.example.com"}
 	stop := serveNamedDriver(t, e.driverSock, d)
@@ -282,7 +285,7 @@ func TestDriverRenamed(t *testing.T) {
 
 // Behaviour 8 with rule 2: a driver that comes back with an invalid name ends
 // Run with a validation error, and the old socket is removed.
-func TestDriverRenamedInvalid(t *testing.T) {
+func rowDriverRenamedInvalid(t *testing.T) {
 	e := newEnv(t)
 	d := &namedDriver{name: "one.example.com"}
 	stop := serveNamedDriver(t, e.driverSock, d)
@@ -305,7 +308,7 @@ func TestDriverRenamedInvalid(t *testing.T) {
 
 // Behaviour 9: /readyz follows the driver's Probe; /healthz fails once the
 // control loop is gone.
-func TestHealthFollowsDriverAndLoop(t *testing.T) {
+func rowHealthFollowsDriverAndLoop(t *testing.T) {
 	e := newEnv(t)
 	d := &namedDriver{name: stubName}
 	stop := serveNamedDriver(t, e.driverSock, d)

@@ -20,9 +20,9 @@ import (
 
 const stubName = "stub.csi.example.com"
 
-// TestRegistrationAsKubeletDoes runs the driver and the registrar and then
+// rowRegistrationAsKubeletDoes runs the driver and the registrar and then
 // performs the kubelet's steps 4-6 against the registration socket.
-func TestRegistrationAsKubeletDoes(t *testing.T) {
+func rowRegistrationAsKubeletDoes(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletRegistrationPath = e.driverSock })
@@ -84,8 +84,8 @@ func TestRegistrationAsKubeletDoes(t *testing.T) {
 	}
 }
 
-// TestExitRemovesSocket: cancelling Run stops serving and removes the socket.
-func TestExitRemovesSocket(t *testing.T) {
+// rowExitRemovesSocket: cancelling Run stops serving and removes the socket.
+func rowExitRemovesSocket(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	_, run := startRegistrar(t, e, nil, nil)
@@ -99,9 +99,9 @@ func TestExitRemovesSocket(t *testing.T) {
 	}
 }
 
-// TestExitKeepsReplacedFile: at exit the path is removed only if it still is
+// rowExitKeepsReplacedFile: at exit the path is removed only if it still is
 // the socket this process created.
-func TestExitKeepsReplacedFile(t *testing.T) {
+func rowExitKeepsReplacedFile(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	r, run := startRegistrar(t, e, nil, nil)
@@ -123,8 +123,8 @@ func TestExitKeepsReplacedFile(t *testing.T) {
 	}
 }
 
-// TestStaleSocketReplaced: a socket nobody serves is removed and replaced.
-func TestStaleSocketReplaced(t *testing.T) {
+// rowStaleSocketReplaced: a socket nobody serves is removed and replaced.
+func rowStaleSocketReplaced(t *testing.T) {
 	e := newEnv(t)
 	sock := e.regSock(stubName)
 	registrartest.StaleSocket(t, sock)
@@ -137,10 +137,10 @@ func TestStaleSocketReplaced(t *testing.T) {
 	eventually(t, "an answering registration socket", func() bool { return isSocket(sock) && answers(sock) })
 }
 
-// TestLiveSocketNotRemoved: a socket another process serves is never
+// rowLiveSocketNotRemoved: a socket another process serves is never
 // unlinked; the conflict shows on /readyz; once the other side goes away the
 // registrar takes the path without a restart.
-func TestLiveSocketNotRemoved(t *testing.T) {
+func rowLiveSocketNotRemoved(t *testing.T) {
 	e := newEnv(t)
 	sock := e.regSock(stubName)
 	other, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
@@ -179,9 +179,9 @@ func TestLiveSocketNotRemoved(t *testing.T) {
 	})
 }
 
-// TestNonSocketRefused: a regular file, a directory or a symlink at the
+// rowNonSocketRefused: a regular file, a directory or a symlink at the
 // registration path is refused and left as it was.
-func TestNonSocketRefused(t *testing.T) {
+func rowNonSocketRefused(t *testing.T) {
 	for _, kind := range []string{"file", "directory", "symlink"} {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t)
@@ -210,9 +210,9 @@ func TestNonSocketRefused(t *testing.T) {
 	}
 }
 
-// TestDriverNameValidated: names the kubelet or the file system cannot take
+// rowDriverNameValidated: names the kubelet or the file system cannot take
 // are refused before anything is created.
-func TestDriverNameValidated(t *testing.T) {
+func rowDriverNameValidated(t *testing.T) {
 	for _, name := range []string{"../../evil", "", strings.Repeat("a", 200), "a/b", "a_b", "a\nb", "-a", "a.", "a..b"} {
 		t.Run(strings.ReplaceAll(name, "/", "|"), func(t *testing.T) {
 			e := newEnv(t)

@@ -1,6 +1,6 @@
 package registrar_test
 
-// Tests of the control loop's state machine (state.go) that need the fake
+// Tests of the control loop's state machine (loop.go, handlers.go) that need the fake
 // clock: the kubelet's two retry behaviours, a GetInfo never followed by a
 // Notify, the reconcile tick, watcher errors, driver outages, Run's lifecycle.
 
@@ -28,7 +28,7 @@ import (
 // Issue 12 item 4 (kubernetes/kubernetes#138170): the kubelet calls GetInfo
 // and hangs up without NotifyRegistrationStatus. After KubeletWait the
 // socket is re-created with the usual backoff; /readyz says what is awaited.
-func TestGetInfoWithoutNotifyRecreatesSocket(t *testing.T) {
+func rowGetInfoWithoutNotifyRecreatesSocket(t *testing.T) {
 	c := startClocked(t, nil)
 	r, clk, sock := c.r, c.clk, c.sock
 	ctx := context.Background()
@@ -58,7 +58,7 @@ func TestGetInfoWithoutNotifyRecreatesSocket(t *testing.T) {
 // the registrar infers it, logs it once, keeps the socket after later
 // rejections, and re-creates it only when that kubelet stays silent longer
 // than its maximum backoff plus margin.
-func TestKubeletThatRetriesKeepsSocket(t *testing.T) {
+func rowKubeletThatRetriesKeepsSocket(t *testing.T) {
 	c := startClocked(t, nil)
 	r, clk, sock, logs := c.r, c.clk, c.sock, c.logs
 	ctx := context.Background()
@@ -158,7 +158,7 @@ func registerAndLoseEvents(t *testing.T, r *registrar.Registrar, w *fsnotify.Wat
 
 // Issue 13 "nothing reconciles": a deletion whose event was lost is found
 // by the reconcile tick and handled as the event: a new socket, /readyz 503.
-func TestReconcileFindsMissedDelete(t *testing.T) {
+func rowReconcileFindsMissedDelete(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	clk := registrar.NewFakeClock()
@@ -176,7 +176,7 @@ func TestReconcileFindsMissedDelete(t *testing.T) {
 // Issue 13: a file watcher error (e.g. fsnotify.ErrEventOverflow, which the
 // kernel's inotify queue limit causes and a test cannot) triggers a
 // reconcile at once instead of being logged and dropped.
-func TestWatcherErrorReconciles(t *testing.T) {
+func rowWatcherErrorReconciles(t *testing.T) {
 	e := newEnv(t)
 	var logs logBuffer
 	startStubDriver(t, e, stubName)
@@ -195,7 +195,7 @@ func TestWatcherErrorReconciles(t *testing.T) {
 // Issue 13: the driver stopping and answering again are logged once each,
 // with driver, socket and outcome: a driver that hangs (Probe, found by the
 // reconcile) and one that exits (its socket goes, an event).
-func TestDriverOutageLogged(t *testing.T) {
+func rowDriverOutageLogged(t *testing.T) {
 	e := newEnv(t)
 	var logs logBuffer
 	d := &namedDriver{name: stubName}
@@ -246,7 +246,7 @@ func TestDriverOutageLogged(t *testing.T) {
 
 // Issue 13: Run a second time returns an error (it panicked), and the status
 // after Run returned is "stopped" (it stayed "registered").
-func TestRunOnceThenStopped(t *testing.T) {
+func rowRunOnceThenStopped(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	r, run := startRegistrar(t, e, nil, nil)
@@ -275,7 +275,7 @@ func TestRunOnceThenStopped(t *testing.T) {
 // Issue 13 item 4: the registration directory vanishing is its own stage,
 // with its own reason; once it is back the retry serves it, and it is
 // watched again.
-func TestRegistrationDirectoryMissing(t *testing.T) {
+func rowRegistrationDirectoryMissing(t *testing.T) {
 	e := newEnv(t)
 	var logs logBuffer
 	startStubDriver(t, e, stubName)
@@ -396,7 +396,7 @@ func TestNewErrorsNameOptions(t *testing.T) {
 
 // The reconcile's own GetInfo (after a watcher error) goes through our
 // socket but is not the kubelet's: it neither counts nor changes the stage.
-func TestSelfCheckIsNotTheKubelet(t *testing.T) {
+func rowSelfCheckIsNotTheKubelet(t *testing.T) {
 	e := newEnv(t)
 	var logs logBuffer
 	startStubDriver(t, e, stubName)

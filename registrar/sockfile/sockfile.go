@@ -130,7 +130,9 @@ func (s *Socket) Close() (removed bool) {
 	s.closeOnce.Do(func() {
 		s.listener.Close()
 		if s.Owned() {
-			// Residual window: between the fstatat in Owned and this unlinkat.
+			// Unlink the name, never rename it aside (the kubelet acts only on
+			// Create and Remove). Residual window: between the fstatat in Owned
+			// and this unlinkat; docs/design.md gives its threat model.
 			s.removed = unix.Unlinkat(s.dirfd, s.name, 0) == nil
 		}
 		s.release()

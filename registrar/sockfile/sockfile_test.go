@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/fsnotify/fsnotify"
 )
 
 func TestListenCreatesModeAndRemovesOnClose(t *testing.T) {
@@ -314,5 +316,44 @@ func TestListenErrorKinds(t *testing.T) {
 		t.Errorf("the live socket no longer answers: %v", err)
 	} else {
 		c.Close()
+	}
+}
+
+// TestCloseIsRemoveOfTheName: the kubelet's plugin watcher acts only on
+// fsnotify Create and Remove, so Close must unlink the socket's name (a
+// Remove), never rename it aside (a Rename, which the kubelet ignores).
+func TestCloseIsRemoveOfTheName(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.csi.example.com-reg.sock")
+	s, err := sockfile.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Close() {
+		t.Fatal("Close did not remove its own socket")
+	}
+	for {
+		select {
+		case ev := <-w.Events:
+			if ev.Name != path {
+				continue // the lock file
+			}
+			if ev.Has(fsnotify.Rename) || !ev.Has(fsnotify.Remove) {
+				t.Fatalf("Close was seen as %v of %s, want a Remove", ev.Op, ev.Name)
+			}
+			return
+		case err := <-w.Errors:
+			t.Fatal(err)
+		case <-time.After(10 * time.Second): // hang guard
+			t.Fatal("no event for the socket's name after Close")
+		}
 	}
 }
