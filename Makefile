@@ -34,8 +34,8 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 	$(GO) test -race -count=1 ./...   # every package: the control loop, gRPC and HTTP handlers, the processes
 
 test-fuzz: ## run the fuzz targets for a while (FUZZTIME=30s each)
-	$(GO) test ./registrar -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)
-	$(GO) test ./registrar -run '^$$' -fuzz FuzzRegistrationSocketPath -fuzztime $(or $(FUZZTIME),30s)
+	$(GO) test ./registrar/csiplugin -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)
+	$(GO) test ./registrar/csiplugin -run '^$$' -fuzz FuzzRegistrationSocketPath -fuzztime $(or $(FUZZTIME),30s)
 
 # The image root holds the binary and, as a symlink to it, the upstream name,
 # so that the exec probe /csi-node-driver-registrar of existing manifests works.
