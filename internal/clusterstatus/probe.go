@@ -104,22 +104,54 @@ func podRunning(pod *corev1.Pod) bool {
 }
 
 // readyz reads csi-registrar's /readyz through the API server's pod proxy:
-// its body is the registration stage ("kubelet rejected: <error>").
+// its body is the registration stage ("kubelet rejected: <error>"), with
+// 200 or 503. A 503 the API server writes itself (it cannot reach the pod)
+// is a Status object, not an answer.
 func (p *prober) readyz(ctx context.Context, pod *corev1.Pod, port string) (string, error) {
 	what := "/readyz of pod " + pod.Namespace + "/" + pod.Name
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ProxyTimeout)
 	defer cancel()
-	res := p.client.CoreV1().RESTClient().Get().Namespace(pod.Namespace).Resource("pods").
-		Name(pod.Name + ":" + port).SubResource("proxy").Suffix("readyz").Do(ctx)
-	var code int
-	res.StatusCode(&code)
-	body, err := res.Raw()
-	if err == nil || code == http.StatusServiceUnavailable && len(body) > 0 && !bytes.HasPrefix(body, []byte("{")) {
+	body, err := p.client.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, port, "readyz", nil).DoRaw(ctx)
+	if err == nil || statusCode(err) == http.StatusServiceUnavailable && len(body) > 0 && !bytes.HasPrefix(body, []byte("{")) {
 		return strings.TrimSpace(string(body)), nil
 	}
-	p.fail(what, "get", "pods/proxy", "the registrar's stage is not shown for nodes that are not registered", err, ctx)
+	p.fail(what, "get", "pods/proxy", "the registrar's stage is not shown for nodes that are not registered", withBody(err, body), ctx)
 	return "", err
 }
+
+// statusCode is the HTTP status of an API error, 0 if it has none.
+func statusCode(err error) int {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return int(se.Status().Code)
+	}
+	return 0
+}
+
+// withBody adds to a proxy call's error the answer's status and text, which
+// client-go's message leaves out (e.g. a kubelet's 403 names the user and
+// the permission it lacks).
+func withBody(err error, body []byte) error {
+	code := statusCode(err)
+	if code == 0 || len(body) == 0 || bytes.HasPrefix(body, []byte("{")) {
+		return err
+	}
+	text := strings.TrimSpace(string(body))
+	if len(text) > 300 {
+		text = text[:300] + "..."
+	}
+	return &answerError{code: code, text: text}
+}
+
+// answerError is a non-2xx answer of the registrar or the kubelet behind
+// the proxy (not of the API server: a 403 here is the kubelet refusing the
+// API server, not RBAC refusing us).
+type answerError struct {
+	code int
+	text string
+}
+
+func (e *answerError) Error() string { return fmt.Sprintf("answered HTTP %d: %s", e.code, e.text) }
 
 // kubeletSays reads the kubelet's plugin watcher metric through the API
 // server's node proxy, and says where the driver's registration socket is.
@@ -152,8 +184,9 @@ func (p *prober) readMetrics(ctx context.Context, node string, m *nodeMetrics) {
 	what := "/metrics of the kubelet on node " + node
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ProxyTimeout)
 	defer cancel()
-	body, err := p.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").Do(ctx).Raw()
+	body, err := p.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").DoRaw(ctx)
 	if err != nil {
+		err = withBody(err, body)
 		p.fail(what, "get", "nodes/proxy", "the kubelet's view is not shown for nodes that are not registered", err, ctx)
 		m.err = "unknown (" + shortErr(err, ctx, p.opts.ProxyTimeout) + ")"
 		return
@@ -225,7 +258,8 @@ func eventTime(e *corev1.Event) time.Time {
 func (p *prober) fail(what, verb, resource, consequence string, err error, ctx context.Context) {
 	u := Unknown{What: what, Error: shortErr(err, ctx, p.opts.ProxyTimeout), Consequence: consequence}
 	key := what
-	if apierrors.IsForbidden(err) {
+	var answer *answerError
+	if apierrors.IsForbidden(err) && !errors.As(err, &answer) {
 		u.Permission = permission(verb, resource, "", "cluster-wide")
 		u.What = resource
 		key = "forbidden " + u.Permission
