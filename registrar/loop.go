@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -18,7 +19,7 @@ import (
 // process serves, and the driver answers"; the actual state is the loop
 // struct below, owned by the one goroutine that runs it from start to stop
 // (waiting for the driver is a stage of it, not a loop of its own). Every
-// event is one short handler (handlers.go) that compares the two and takes
+// event is one short handler (driverevents.go, socketevents.go) that compares the two and takes
 // the next step. Calls to the driver run beside the loop and come back as
 // events (driverAnswer), so the loop, and /healthz, which the loop answers,
 // never wait for the driver; the kubelet's calls arrive through the
@@ -276,4 +277,16 @@ func (l *loop) stopSessionAlarms() {
 	l.kubelet.stop()
 	l.recheck.stop()
 	l.tick.stop()
+}
+
+// short formats d for people: 2m rather than 2m0s, 1h rather than 1h0m0s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

@@ -82,24 +82,6 @@ const (
 	MinRegistrationRetryMax = time.Second
 )
 
-// Option names a field of Options (or of a library's options built on the
-// same error, e.g. stubdriver's), as an *OptionError reports it.
-type Option string
-
-// The fields of Options.
-const (
-	OptionCSIAddress              Option = "CSIAddress"
-	OptionKubeletRegistrationPath Option = "KubeletRegistrationPath"
-	OptionPluginRegistrationPath  Option = "PluginRegistrationPath"
-	OptionDriverName              Option = "DriverName"
-	OptionTimeout                 Option = "Timeout"
-	OptionConnectionTimeout       Option = "ConnectionTimeout"
-	OptionKubeletWait             Option = "KubeletWait"
-	OptionRegistrationRetryMax    Option = "RegistrationRetryMax"
-	OptionHTTPEndpoint            Option = "HTTPEndpoint"
-	OptionShutdownTimeout         Option = "ShutdownTimeout"
-)
-
 // OptionError is an error about the value of one option. Its message calls
 // the option "Options.<Option>"; a program that sets options from flags
 // names the flag instead with Describe. When Err is a
@@ -148,6 +130,24 @@ func ruleOf(opt Option, err error) error {
 	}
 	return &OptionError{Option: opt, Err: ve}
 }
+
+// Option names a field of Options (or of a library's options built on the
+// same error, e.g. stubdriver's), as an *OptionError reports it.
+type Option string
+
+// The fields of Options.
+const (
+	OptionCSIAddress              = Option("CSIAddress")
+	OptionKubeletRegistrationPath = Option("KubeletRegistrationPath")
+	OptionPluginRegistrationPath  = Option("PluginRegistrationPath")
+	OptionDriverName              = Option("DriverName")
+	OptionTimeout                 = Option("Timeout")
+	OptionConnectionTimeout       = Option("ConnectionTimeout")
+	OptionKubeletWait             = Option("KubeletWait")
+	OptionRegistrationRetryMax    = Option("RegistrationRetryMax")
+	OptionHTTPEndpoint            = Option("HTTPEndpoint")
+	OptionShutdownTimeout         = Option("ShutdownTimeout")
+)
 
 // config is Options validated once, with defaults applied and what follows
 // from them derived: the one value the rest of the package reads.

@@ -1,6 +1,6 @@
 package registrar_test
 
-// Tests of the control loop's state machine (loop.go, handlers.go) that need the fake
+// Tests of the control loop's state machine (loop.go, driverevents.go, socketevents.go) that need the fake
 // clock: the kubelet's two retry behaviours, a GetInfo never followed by a
 // Notify, the reconcile tick, watcher errors, driver outages, Run's lifecycle.
 

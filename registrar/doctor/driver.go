@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -77,14 +78,13 @@ func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
 	}
 	defer conn.Close()
 	ident, node := csi.NewIdentityClient(conn), csi.NewNodeClient(conn)
-	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, d.opts.Timeout) }
+	failed := func(method, fix string, err error) {
+		d.addf(SeverityError, subject, fix, "%s on %s failed: %v", method, path, err)
+	}
 
-	cctx, cancel := call()
-	pr, err := ident.Probe(cctx, &csi.ProbeRequest{})
-	cancel()
+	pr, err := within(ctx, d.opts.Timeout, func(c context.Context) (*csi.ProbeResponse, error) { return ident.Probe(c, &csi.ProbeRequest{}) })
 	if err != nil {
-		d.addf(SeverityError, subject, "check the driver's log; a driver that does not answer Probe within --timeout is not serving",
-			"Probe on %s failed: %v", path, err)
+		failed("Probe", "check the driver's log; a driver that does not answer Probe within --timeout is not serving", err)
 		return
 	}
 	ready := pr.GetReady() == nil || pr.GetReady().GetValue() // unset means ready (CSI spec)
@@ -93,11 +93,11 @@ func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
 		d.addf(SeverityWarning, subject, "wait for the driver to finish starting, or check its log", "the driver at %s reports not ready (Probe)", path)
 	}
 
-	cctx, cancel = call()
-	info, err := ident.GetPluginInfo(cctx, &csi.GetPluginInfoRequest{})
-	cancel()
+	info, err := within(ctx, d.opts.Timeout, func(c context.Context) (*csi.GetPluginInfoResponse, error) {
+		return ident.GetPluginInfo(c, &csi.GetPluginInfoRequest{})
+	})
 	if err != nil {
-		d.addf(SeverityError, subject, "check the driver's log", "GetPluginInfo on %s failed: %v", path, err)
+		failed("GetPluginInfo", "check the driver's log", err)
 	} else {
 		drv.Name, drv.VendorVersion = info.GetName(), info.GetVendorVersion()
 		if drv.Name != p.Name {
@@ -106,12 +106,11 @@ func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
 		}
 	}
 
-	cctx, cancel = call()
-	ni, err := node.NodeGetInfo(cctx, &csi.NodeGetInfoRequest{})
-	cancel()
+	ni, err := within(ctx, d.opts.Timeout, func(c context.Context) (*csi.NodeGetInfoResponse, error) {
+		return node.NodeGetInfo(c, &csi.NodeGetInfoRequest{})
+	})
 	if err != nil {
-		d.addf(SeverityError, subject, "check the driver's log: the kubelet calls NodeGetInfo to register the driver and rejects it when the call fails",
-			"NodeGetInfo on %s failed: %v", path, err)
+		failed("NodeGetInfo", "check the driver's log: the kubelet calls NodeGetInfo to register the driver and rejects it when the call fails", err)
 		return
 	}
 	drv.NodeID, drv.MaxVolumesPerNode = ni.GetNodeId(), ni.GetMaxVolumesPerNode()
@@ -178,4 +177,11 @@ func ParseLabels(s string) (map[string]string, error) {
 
 func badOption(what, value, rule, fix string) error {
 	return &csiplugin.ValidationError{What: what, Value: value, Rule: rule, Fix: fix}
+}
+
+// within calls f with ctx bounded by timeout.
+func within[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return f(ctx)
 }
