@@ -86,15 +86,14 @@ clean: ## remove bin/
 # (and the lock). BENCH_RUNS (10), BENCH_IDLE (60s), BENCH_INSTANCES (10) are passed on.
 BENCH_DIR      ?= bin/bench
 BENCH_KUBELET  ?= 1
-LOCALNODE_LOCK ?= /tmp/csi-registrar-localnode.lock
 BENCH_ENV       = BENCH_BINARY=$(CURDIR)/bin/csi-registrar BENCH_RESULTS=$(CURDIR)/$(BENCH_DIR)/results.tsv
 # Not written as $(MAKE) in the recipe: make -n would run such a line, i.e. the bench.
 BENCH_SUBMAKE   = $(MAKE) --no-print-directory
 
 .PHONY: bench
 bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... adds upstream's column; ~15 min)
-	@if [ "$(BENCH_KUBELET)" = 1 ] && [ -z "$${BENCH_LOCKED:-}" ]; then \
-	  echo "waiting for $(LOCALNODE_LOCK)"; exec env BENCH_LOCKED=1 flock $(LOCALNODE_LOCK) $(BENCH_SUBMAKE) bench; fi; \
+	@if [ "$(BENCH_KUBELET)" = 1 ] && [ "$${LOCALNODE_LOCKED:-}" != 1 ]; then \
+	  $(call with_node_lock,$(BENCH_SUBMAKE) bench); exit; fi; \
 	start=$$(date +%s); rc=0; mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.tsv; \
 	img=; if $(BENCH_SUBMAKE) image > $(BENCH_DIR)/image.log 2>&1; then img=$(CURDIR)/$(IMAGE_TAR); \
 	  else echo "make image failed (see $(BENCH_DIR)/image.log): figure 5c is n/a"; fi; \
@@ -103,8 +102,8 @@ bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... a
 	  > $(BENCH_DIR)/process.log 2>&1 || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: [^f]' $(BENCH_DIR)/process.log | tail -20; }; \
 	if [ "$(BENCH_KUBELET)" = 1 ]; then \
 	  echo "figures 7–8: the local node's kubelet (log: $(BENCH_DIR)/kubelet.log)"; \
-	  was_up=0; bash kind/localnode/up.sh > $(BENCH_DIR)/localnode.log 2>&1 || { rc=1; tail -20 $(BENCH_DIR)/localnode.log; }; \
-	  if grep -q "is already up" $(BENCH_DIR)/localnode.log; then was_up=1; fi; \
+	  was_up=0; if bash kind/localnode/status.sh; then was_up=1; fi; \
+	  bash kind/localnode/up.sh > $(BENCH_DIR)/localnode.log 2>&1 || { rc=1; tail -20 $(BENCH_DIR)/localnode.log; }; \
 	  $(BENCH_ENV) $(GO) test -tags bench -count=1 -timeout 60m -run '^TestBenchKubelet' -v ./kind/e2e > $(BENCH_DIR)/kubelet.log 2>&1 \
 	    || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: [^f]' $(BENCH_DIR)/kubelet.log | tail -20; }; \
 	  if [ $$was_up = 0 ]; then bash kind/localnode/down.sh >> $(BENCH_DIR)/localnode.log 2>&1 || rc=1; fi; \

@@ -30,7 +30,7 @@ e2e-build:
 	$(GO) test -tags e2e -c -o $(E2E_TEST) ./kind/e2e
 
 e2e: e2e-build ## end-to-end suite on the local node: up if needed, 7 cases, torn down (E2E_KEEP=1 keeps it)
-	@$(call with_node_lock,env E2E_LOCKED=1 E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) $(E2E_RUN))
+	@$(call with_node_lock,env E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) $(E2E_RUN))
 
 # kind/e2e-kind.sh: kind/cluster.sh brings the cluster up (a private dockerd and the
 # node image built here when no Docker engine or registry answers), the suite runs,
@@ -53,24 +53,28 @@ e2e-matrix: ## e2e on Kubernetes 1.34, 1.35, 1.36, 1.37 in turn (local node): a 
 # any driver. DRIVER is a kustomize directory or a manifest file; DRIVER_IMAGES
 # the image archives its manifests need (comma-separated). E2E_PROVIDER=kind
 # runs it on kind as e2e-kind does, otherwise on the local node as e2e (both under the node lock).
+# COMPARE=<image archive of another registrar, e.g. upstream node-driver-registrar>
+# runs the cases again with that registrar and prints one table (kind/e2e-driver.sh).
 DRIVER        ?=
 DRIVER_IMAGES ?=
+COMPARE       ?=
 e2e_comma     := ,
 e2e_space     := $() $()
 # Paths made absolute: the suite resolves relative ones from the repository root.
-E2E_DRIVER_FLAGS = -driver=$(abspath $(DRIVER)) \
-	-driver-images=$(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(DRIVER_IMAGES))))
+E2E_DRIVER_FLAGS = -driver-images=$(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(DRIVER_IMAGES))))
 .PHONY: e2e-driver e2e-driver-args
 
 # Checked before anything is built.
 e2e-driver-args:
 	@[ -n "$(DRIVER)" ] || { echo "DRIVER is required: make e2e-driver DRIVER=<kustomize dir or manifest file> [DRIVER_IMAGES=a.tar,b.tar]" >&2; exit 2; }
-	@[ -e "$(DRIVER)" ] || { echo "DRIVER=$(DRIVER): no such file or directory (want a kustomize directory or a manifest file)" >&2; exit 2; }
-	@for i in $(subst $(e2e_comma), ,$(DRIVER_IMAGES)); do [ -r "$$i" ] || { echo "DRIVER_IMAGES: cannot read $$i (want image archives, e.g. from docker save or buildah push docker-archive:FILE)" >&2; exit 2; }; done
+	@for d in $(subst $(e2e_comma), ,$(DRIVER)); do [ -e "$$d" ] || { echo "DRIVER=$$d: no such file or directory (want a kustomize directory or a manifest file)" >&2; exit 2; }; done
+	@for i in $(subst $(e2e_comma), ,$(DRIVER_IMAGES)) $(COMPARE); do [ -r "$$i" ] || { echo "DRIVER_IMAGES/COMPARE: cannot read $$i (want image archives, e.g. from docker save or buildah push docker-archive:FILE)" >&2; exit 2; }; done
 
-e2e-driver: e2e-driver-args e2e-build ## registration cases on your driver: DRIVER=<kustomize dir|manifest> [DRIVER_IMAGES=a.tar,b.tar]
+E2E_DRIVER_RUN = env E2E_TEST=$(E2E_TEST) COMPARE=$(if $(COMPARE),$(abspath $(COMPARE))) \
+	DRIVERS=$(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(DRIVER)))) bash kind/e2e-driver.sh
+e2e-driver: e2e-driver-args e2e-build ## registration cases on your driver: DRIVER=<kustomize dir|manifest>[,more] [DRIVER_IMAGES=a.tar,b.tar] [COMPARE=other-registrar.tar]
 	@if [ "$${E2E_PROVIDER:-local}" = kind ]; then \
-	  $(call with_node_lock,env E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_KIND_RUN) $(E2E_DRIVER_FLAGS) $(E2E_ARGS)); \
+	  $(call with_node_lock,$(E2E_DRIVER_RUN) env E2E_REGISTRAR_IMAGE=$(IMAGE) E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) bash kind/e2e-kind.sh $(E2E_DRIVER_FLAGS) $(E2E_ARGS)); \
 	else \
-	  $(call with_node_lock,env E2E_LOCKED=1 E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_RUN) $(E2E_DRIVER_FLAGS)); \
+	  $(call with_node_lock,$(E2E_DRIVER_RUN) env E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_RUN) $(E2E_DRIVER_FLAGS)); \
 	fi

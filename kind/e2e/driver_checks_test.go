@@ -4,12 +4,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -158,55 +155,9 @@ func (d *driverUnderTest) entryAbsent(node string) func(State) bool {
 	}
 }
 
-// registrarLog returns the registrar container's log (current container).
-func (d *driverUnderTest) registrarLog(ctx context.Context, pod string) (string, error) {
-	raw, err := cl.Client.CoreV1().Pods(cl.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: d.spec.Registrar}).DoRaw(ctx)
-	return string(raw), err
-}
-
-// The registrar is csi-registrar: these are its log messages, in the text
-// and the JSON format alike.
-const (
-	logConfirmed = "kubelet confirmed the registration"
-	logRejected  = "kubelet rejected the registration"
-)
-
-// confirmations counts the kubelet's NotifyRegistrationStatus(true) calls
-// the registrar of pod logged.
-func (d *driverUnderTest) confirmations(ctx context.Context, pod string) (int, error) {
-	log, err := d.registrarLog(ctx, pod)
-	return strings.Count(log, logConfirmed), err
-}
-
-var textKubeletError = regexp.MustCompile(`kubeletError=("(?:[^"\\]|\\.)*"|\S+)`)
-
-// rejections returns how many times the registrar logged a rejection by the
-// kubelet, and the kubelet's last error.
-func rejections(log string) (int, string) {
-	n, last := 0, ""
-	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, logRejected) {
-			continue
-		}
-		n++
-		var js map[string]any
-		if json.Unmarshal([]byte(line), &js) == nil {
-			last, _ = js["kubeletError"].(string)
-			continue
-		}
-		if m := textKubeletError.FindStringSubmatch(line); m != nil {
-			last = m[1]
-			if u, err := strconv.Unquote(m[1]); err == nil {
-				last = u
-			}
-		}
-	}
-	return n, last
-}
-
 // diagnose names why the driver is not registered on node, most specific
-// cause first: the manifests' own mistakes, the pod, the kubelet's error as
-// the registrar logged it, the registration socket and what it announces,
+// cause first: the manifests' own mistakes, the pod, the kubelet's attempts
+// and errors (its log), the registration socket and what it announces,
 // and the driver's answer at that endpoint.
 func (d *driverUnderTest) diagnose(ctx context.Context, node string) []string {
 	var c []string
@@ -218,10 +169,10 @@ func (d *driverUnderTest) diagnose(ctx context.Context, node string) []string {
 	if !PodReady(pod) {
 		c = append(c, fmt.Sprintf("pod %s is not Ready: %s", pod.Name, waitingReasons(pod)))
 	}
-	if log, err := d.registrarLog(ctx, pod.Name); err != nil {
-		c = append(c, fmt.Sprintf("registrar log of %s: %v", pod.Name, err))
-	} else if n, last := rejections(log); n > 0 {
-		c = append(c, fmt.Sprintf("the kubelet rejected the registration %d times (container %s of %s logged it); its last error: %s", n, d.spec.Registrar, pod.Name, last))
+	if n, said, err := kubeletAttempts(ctx, node, d.name, d.applied); err != nil {
+		c = append(c, fmt.Sprintf("the kubelet's log on %s: %v", node, err))
+	} else if n > 0 {
+		c = append(c, fmt.Sprintf("the kubelet tried to register the driver %d times since the apply and it is not registered; its log about it: %s", n, strings.Join(lastN(said, 5), " | ")))
 	}
 	files, err := cl.Provider.PluginsRegistry(ctx, node)
 	if err != nil {

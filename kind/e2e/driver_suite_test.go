@@ -38,6 +38,8 @@ var (
 		"the csi-registrar image that replaces node-driver-registrar (default $E2E_REGISTRAR_IMAGE, else csi-registrar:dev)")
 	driverRegisterWait = flag.Duration("driver-register-timeout", time.Minute,
 		"how long case 1 waits for the kubelet to register the driver once its pods run")
+	registrarArchiveFlag = flag.String("registrar-archive", "",
+		"an image archive of another registrar (e.g. upstream node-driver-registrar): loaded into the nodes, its image replaces node-driver-registrar (overrides -registrar-image)")
 )
 
 // dut is the driver under test; nil without -driver.
@@ -50,8 +52,12 @@ type driverUnderTest struct {
 	manifest string // the manifests as applied (registrar image swapped)
 	name     string // the driver name the kubelet registers
 	nameFrom string
-	nodes    []string   // the nodes that run its DaemonSet, sorted
+	nodes    []string   // the nodes where a pod of its workload runs, sorted (updated as pods move)
 	dialer   NodeDialer // nil: the provider cannot dial the nodes' sockets
+	// driver is the container whose process listens on the driver's socket
+	// on the node (found on the node: sockowner), registrar the container
+	// that registers it: the spec's registrar, else the driver (in-process).
+	driver, registrar string
 
 	// Set by the setup for case 1: the time of `kubectl apply` and the
 	// CSINode recorders started before it.
@@ -95,6 +101,11 @@ func runDriverSuite(ctx context.Context, m *testing.M, root string) int {
 	}
 	code := m.Run()
 	printTimings()
+	fmt.Print(driverTable([]driverRun{results}))
+	if err := writeDriverResults(); err != nil {
+		logf("%v", err)
+		return 1
+	}
 	return code
 }
 
@@ -118,6 +129,13 @@ func driverSetup(ctx context.Context, root string) error {
 	archives := []string{os.Getenv("E2E_IMAGE_ARCHIVE")}
 	if archives[0] == "" {
 		archives[0] = filepath.Join(root, "bin", "image.tar")
+	}
+	if a := *registrarArchiveFlag; a != "" {
+		a = resolve(root, a)
+		if image, err = ArchiveImage(a); err != nil {
+			return fmt.Errorf("-registrar-archive: %w", err)
+		}
+		archives = append(archives, a)
 	}
 	for _, a := range strings.Split(*driverImagesFlag, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -181,12 +199,20 @@ func driverSetup(ctx context.Context, root string) error {
 	}
 	logf("manifests as applied: %s", d.manifest)
 
-	ds := spec.DaemonSet
-	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	w := spec.Workload
+	sel, err := metav1.LabelSelectorAsSelector(w.Selector)
 	if err != nil {
-		return fmt.Errorf("DaemonSet %s: selector: %w", ds.Name, err)
+		return fmt.Errorf("%s: selector: %w", w, err)
 	}
-	cl.Namespace, cl.DaemonSet, cl.Selector, cl.MetricsPort = spec.Namespace, ds.Name, sel.String(), spec.HTTPPort
+	cl.Namespace, cl.DaemonSet, cl.Selector, cl.MetricsPort = spec.Namespace, w.Name, sel.String(), spec.HTTPPort
+	results.Registrar, results.Driver = image, *driverFlag
+	if spec.Registrar == "" {
+		results.Registrar = "in-process"
+	}
+	results.Provider = cl.Provider.Name()
+	if v, err := cl.Client.Discovery().ServerVersion(); err == nil {
+		results.Kubernetes = v.GitVersion
+	}
 
 	if allNodes, err = cl.NodeNames(ctx); err != nil {
 		return err
@@ -255,17 +281,12 @@ func driverSetup(ctx context.Context, root string) error {
 	if _, err := cl.Kubectl(ctx, "apply", "-f", d.manifest); err != nil {
 		return err
 	}
-	if err := waitPodsReady(ctx, 3*time.Minute); err != nil {
+	if err := waitPodsReady(ctx, spec.Workload, 3*time.Minute); err != nil {
 		return err
 	}
-	pm, err := cl.Pods(ctx)
-	if err != nil {
+	if err := d.updateNodes(ctx); err != nil {
 		return err
 	}
-	for n := range pm {
-		d.nodes = append(d.nodes, n)
-	}
-	sort.Strings(d.nodes)
 	for _, n := range d.nodes {
 		_, ev, err := pods.Await(ctx, 0, time.Second, "pod Ready on "+n, func(s State) bool {
 			for _, p := range s.Pods() {
@@ -280,15 +301,66 @@ func driverSetup(ctx context.Context, root string) error {
 		}
 	}
 
-	if d.name == "" {
+	if d.name == "" || spec.RegistrationPath == "" || strings.Contains(spec.RegistrationPath, "$(") {
 		if err := d.learnName(ctx, before); err != nil {
 			return err
 		}
 	}
+	if err := d.findDriver(ctx); err != nil {
+		return err
+	}
 	dut = d
-	logf("driver %s (from %s); DaemonSet %s/%s on %v: registrar container %s, driver container %q; --csi-address=%s, --kubelet-registration-path=%s; HTTP endpoint: %s; node sockets dialable: %v",
-		d.name, d.nameFrom, spec.Namespace, ds.Name, d.nodes, spec.Registrar, spec.Driver, spec.CSIAddress, spec.RegistrationPath,
+	logf("driver %s (from %s); %s on %v (moves: %v): registrar container %s, driver container %s (the process listening on %s); --csi-address=%s; HTTP endpoint: %s; node sockets dialable: %v",
+		d.name, d.nameFrom, w, d.nodes, w.Moves(), orInProcess(spec.Registrar), d.driver, spec.RegistrationPath, spec.CSIAddress,
 		orNone(spec.HTTPPort), d.dialer != nil)
+	return nil
+}
+
+func orInProcess(s string) string {
+	if s == "" {
+		return "none (the driver registers in-process)"
+	}
+	return s
+}
+
+// updateNodes sets d.nodes to the nodes where a pod of the workload runs.
+func (d *driverUnderTest) updateNodes(ctx context.Context) error {
+	pm, err := cl.Pods(ctx)
+	if err != nil {
+		return err
+	}
+	d.nodes = d.nodes[:0]
+	for n := range pm {
+		d.nodes = append(d.nodes, n)
+	}
+	sort.Strings(d.nodes)
+	return nil
+}
+
+// findDriver learns the driver container on every node from what runs: the
+// container whose process listens on the socket the registrar announces
+// (--kubelet-registration-path on the node). It must be the same container
+// on every node; the error of a node where none is found names what was
+// tried.
+func (d *driverUnderTest) findDriver(ctx context.Context) error {
+	pods, err := cl.Pods(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range d.nodes {
+		c, err := cl.SocketOwner(ctx, pods[n], d.spec.RegistrationPath)
+		if err != nil {
+			return fmt.Errorf("the driver container: %w", err)
+		}
+		if d.driver != "" && c != d.driver {
+			return fmt.Errorf("the driver container: %s listens on %s on node %s, %s on %s", c, d.spec.RegistrationPath, n, d.driver, d.nodes[0])
+		}
+		d.driver = c
+	}
+	d.registrar = d.spec.Registrar
+	if d.registrar == "" {
+		d.registrar = d.driver
+	}
 	return nil
 }
 
@@ -304,8 +376,8 @@ func orNone(s string) string {
 // (--kubelet-registration-path), and takes its name.
 func (d *driverUnderTest) learnName(ctx context.Context, before map[string]map[string]bool) error {
 	if d.dialer == nil {
-		return fmt.Errorf("the manifests do not name the driver (no --driver-name on the registrar, %d CSIDriver objects) and provider %s cannot dial the node's registration socket to ask it (GetInfo): add the CSIDriver object or --driver-name",
-			len(d.spec.CSIDrivers), cl.Provider.Name())
+		return fmt.Errorf("the manifests do not say the driver's name and socket (--driver-name or one CSIDriver object; a registrar's --kubelet-registration-path) and provider %s cannot dial the node's registration socket to ask it (GetInfo): run on the local node",
+			cl.Provider.Name())
 	}
 	n := d.nodes[0]
 	var seen []string
@@ -327,8 +399,18 @@ func (d *driverUnderTest) learnName(ctx context.Context, before map[string]map[s
 				continue
 			}
 			seen = append(seen, fmt.Sprintf("%s: name %q, endpoint %q", f.Name, info.Name, info.Endpoint))
-			if info.Endpoint == d.spec.RegistrationPath {
-				d.name, d.nameFrom = info.Name, "GetInfo on "+PluginsRegistry+"/"+f.Name+" on "+n
+			want := d.spec.RegistrationPath
+			if d.name != "" && info.Name == d.name || want == "" || strings.Contains(want, "$(") {
+				want = info.Endpoint // in-process, or set from a field: the socket tells
+			}
+			if info.Endpoint == want && (d.name == "" || info.Name == d.name) {
+				if d.name == "" {
+					d.name, d.nameFrom = info.Name, "GetInfo on "+PluginsRegistry+"/"+f.Name+" on "+n
+				}
+				d.spec.RegistrationPath = info.Endpoint
+				if d.spec.RegistrationPath == "" { // empty Endpoint: this same socket
+					d.spec.RegistrationPath = PluginsRegistry + "/" + f.Name
+				}
 				return true, nil
 			}
 		}
@@ -341,39 +423,48 @@ func (d *driverUnderTest) learnName(ctx context.Context, before map[string]map[s
 	return nil
 }
 
-// waitPodsReady waits until the DaemonSet is rolled out and each of its pods
+// waitPodsReady waits until the workload is rolled out and each of its pods
 // is Ready. Readiness is the manifests' own (upstream layouts have no
 // readiness probe: Ready means running); registration is not waited for.
-func waitPodsReady(ctx context.Context, timeout time.Duration) error {
+func waitPodsReady(ctx context.Context, w driverspec.Workload, timeout time.Duration) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ds, err := cl.Client.AppsV1().DaemonSets(cl.Namespace).Get(ctx, cl.DaemonSet, metav1.GetOptions{})
+		want := int(w.Replicas)
+		gen := ""
+		if w.Kind == "DaemonSet" {
+			ds, err := cl.Client.AppsV1().DaemonSets(cl.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			st := ds.Status
+			last = fmt.Sprintf("DaemonSet generation %d (observed %d): desired %d, updated %d, ready %d",
+				ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady)
+			if st.ObservedGeneration < ds.Generation || st.DesiredNumberScheduled == 0 ||
+				st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled {
+				return false, nil
+			}
+			want, gen = int(st.DesiredNumberScheduled), strconv.FormatInt(ds.Generation, 10)
+		}
+		pods, err := cl.Pods(ctx)
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		st := ds.Status
-		last = fmt.Sprintf("DaemonSet generation %d (observed %d): desired %d, updated %d, ready %d",
-			ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady)
-		if st.ObservedGeneration < ds.Generation || st.DesiredNumberScheduled == 0 ||
-			st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled {
-			return false, nil
-		}
-		pods, err := cl.Pods(ctx)
-		if err != nil {
-			return false, err
-		}
-		gen := strconv.FormatInt(ds.Generation, 10)
 		for n, p := range pods {
-			if !PodReady(p) || p.Labels["pod-template-generation"] != gen {
-				last = fmt.Sprintf("pod %s on %s: Ready %v, template generation %s of %s; %s", p.Name, n, PodReady(p), p.Labels["pod-template-generation"], gen, waitingReasons(p))
+			if !PodReady(p) || gen != "" && p.Labels["pod-template-generation"] != gen {
+				last = fmt.Sprintf("pod %s on %s: Ready %v; %s", p.Name, n, PodReady(p), waitingReasons(p))
 				return false, nil
 			}
 		}
-		return len(pods) == int(st.DesiredNumberScheduled), nil
+		if len(pods) != want {
+			last = fmt.Sprintf("%d pods of %s Ready on a node, want %d", len(pods), w, want)
+			return false, nil
+		}
+		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("DaemonSet %s/%s: pods not Ready after %s: %w: %s", cl.Namespace, cl.DaemonSet, timeout, err, last)
+		return fmt.Errorf("%s: pods not Ready after %s: %w: %s", w, timeout, err, last)
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
@@ -19,13 +18,13 @@ import (
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 )
 
-// kindProvider drives a kind cluster through sigs.k8s.io/kind's Go API: the
-// cluster is created from kind/cluster.yaml, node commands run in the node
-// containers (as `kind`'s own node API does, through the container runtime).
+// kindProvider drives a kind cluster: kind/cluster.sh creates and deletes it
+// (the one owner of its lifecycle); node commands run in the node containers
+// through sigs.k8s.io/kind's Go API (as `kind`'s own node API does, through
+// the container runtime).
 type kindProvider struct {
 	root       string
 	name       string // cluster name: $KIND_CLUSTER, default csi-registrar
-	config     string // $KIND_CONFIG, default kind/cluster.yaml (kind/cluster.sh creates the cluster first)
 	kubeconfig string // bin/kind.kubeconfig (as kind/lib.sh)
 	kubectl    string
 	p          *cluster.Provider
@@ -42,15 +41,11 @@ func newKindProvider(root string) (*kindProvider, error) {
 	k := &kindProvider{
 		root:       root,
 		name:       os.Getenv("KIND_CLUSTER"),
-		config:     os.Getenv("KIND_CONFIG"),
 		kubeconfig: filepath.Join(root, "bin", "kind.kubeconfig"),
 		p:          cluster.NewProvider(opt, cluster.ProviderWithLogger(kindcmd.NewLogger())),
 	}
 	if k.name == "" {
 		k.name = "csi-registrar"
-	}
-	if k.config == "" {
-		k.config = filepath.Join(root, "kind", "cluster.yaml")
 	}
 	k.kubectl, err = findKubectl(root)
 	if err != nil {
@@ -79,6 +74,11 @@ func (k *kindProvider) Name() string       { return "kind" }
 func (k *kindProvider) Kubeconfig() string { return k.kubeconfig }
 func (k *kindProvider) Kubectl() string    { return k.kubectl }
 
+// Up and Down leave the cluster's lifecycle to its one owner,
+// kind/cluster.sh (the private dockerd, the node image built here, the
+// static pod network, the host state restored at the end): Up runs
+// `cluster.sh up` when the cluster does not exist yet, then exports its
+// kubeconfig.
 func (k *kindProvider) Up(ctx context.Context) (bool, error) {
 	clusters, err := k.p.List()
 	if err != nil {
@@ -86,14 +86,8 @@ func (k *kindProvider) Up(ctx context.Context) (bool, error) {
 	}
 	started := false
 	if !slices.Contains(clusters, k.name) {
-		fmt.Fprintf(os.Stderr, "kind: creating cluster %s from %s\n", k.name, k.config)
-		if err := k.p.Create(k.name,
-			cluster.CreateWithConfigFile(k.config),
-			cluster.CreateWithKubeconfigPath(k.kubeconfig),
-			cluster.CreateWithWaitForReady(5*time.Minute),
-			cluster.CreateWithDisplayUsage(false),
-			cluster.CreateWithDisplaySalutation(false)); err != nil {
-			return false, fmt.Errorf("kind: create cluster %s: %w", k.name, err)
+		if err := k.clusterSh(ctx, "up"); err != nil {
+			return false, err
 		}
 		started = true
 	}
@@ -106,8 +100,18 @@ func (k *kindProvider) Up(ctx context.Context) (bool, error) {
 	return started, nil
 }
 
-func (k *kindProvider) Down(context.Context) error {
-	return k.p.Delete(k.name, k.kubeconfig)
+// Down runs `kind/cluster.sh down`: the cluster and everything it brought.
+func (k *kindProvider) Down(ctx context.Context) error { return k.clusterSh(ctx, "down") }
+
+func (k *kindProvider) clusterSh(ctx context.Context, verb string) error {
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(k.root, "kind", "cluster.sh"), verb)
+	cmd.Dir = k.root
+	cmd.Env = append(os.Environ(), "KIND_CLUSTER="+k.name)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kind/cluster.sh %s: %w", verb, err)
+	}
+	return nil
 }
 
 // LoadImage imports the archive on every node, as `kind load image-archive`.
@@ -169,7 +173,7 @@ func (k *kindProvider) RemoveFile(ctx context.Context, node, path string) error 
 }
 
 func (k *kindProvider) PluginsRegistry(ctx context.Context, node string) ([]NodeFile, error) {
-	out, err := k.sh(ctx, node, "find "+PluginsRegistry+` -mindepth 1 -maxdepth 1 -printf '%y %i %C@ %f\n'`)
+	out, err := k.sh(ctx, node, "find "+PluginsRegistry+` -mindepth 1 -maxdepth 1 -printf '%y %D %i %C@ %f\n'`)
 	if err != nil {
 		return nil, err
 	}

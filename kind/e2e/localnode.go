@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // localProvider drives the local node of kind/localnode: a real kubelet on
@@ -59,17 +60,16 @@ func (p *localProvider) run(ctx context.Context, name string, args ...string) er
 	return nil
 }
 
+// Up asks status.sh whether the node is up (its exit status), then runs
+// up.sh, which does nothing more than check an up node.
 func (p *localProvider) Up(ctx context.Context) (bool, error) {
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(p.scripts, "up.sh"))
-	cmd.Dir = p.root
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	os.Stderr.Write(out.Bytes())
-	if err != nil {
-		return false, fmt.Errorf("kind/localnode/up.sh: %w", err)
+	status := exec.CommandContext(ctx, "bash", filepath.Join(p.scripts, "status.sh"))
+	status.Dir = p.root
+	wasUp := status.Run() == nil
+	if err := p.run(ctx, "bash", filepath.Join(p.scripts, "up.sh")); err != nil {
+		return false, err
 	}
-	return !strings.Contains(out.String(), "is already up"), nil
+	return !wasUp, nil
 }
 
 func (p *localProvider) Down(ctx context.Context) error {
@@ -124,7 +124,7 @@ func (p *localProvider) PluginsRegistry(_ context.Context, node string) ([]NodeF
 		}
 		f := NodeFile{Name: e.Name(), Socket: st.Mode().Type() == fs.ModeSocket}
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			f.Inode = sys.Ino
+			f.File = csiplugin.FileID{Dev: sys.Dev, Ino: sys.Ino}
 			f.Ctime = fmt.Sprintf("%d.%09d", sys.Ctim.Sec, sys.Ctim.Nsec)
 		}
 		files = append(files, f)

@@ -30,14 +30,16 @@ const PluginsRegistry = KubeletRoot + "/" + csiplugin.PluginsRegistryDir
 type NodeFile struct {
 	Name   string
 	Socket bool
-	// Inode and Ctime (nanoseconds, or the best resolution the node's tools
-	// give) tell two files created one after the other at one path apart.
-	Inode uint64
+	// File is the file's identity (device and inode, as csiplugin tells
+	// sockets apart); Ctime (nanoseconds, or the best resolution the node's
+	// tools give) tells a new file apart from an old one whose inode number
+	// was reused.
+	File  csiplugin.FileID
 	Ctime string
 }
 
 // ID identifies the file across re-creations at the same path.
-func (f NodeFile) ID() string { return fmt.Sprintf("%d@%s", f.Inode, f.Ctime) }
+func (f NodeFile) ID() string { return fmt.Sprintf("%d:%d@%s", f.File.Dev, f.File.Ino, f.Ctime) }
 
 // Provider runs the node-level actions of the suite, and brings the cluster up
 // and down. Node names are Kubernetes node names.
@@ -104,23 +106,26 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// parseListing parses lines of `<type> <inode> <ctime> <name>` as written by
-// `find DIR -mindepth 1 -maxdepth 1 -printf '%y %i %C@ %f\n'`.
+// parseListing parses lines of `<type> <device> <inode> <ctime> <name>` as
+// written by `find DIR -mindepth 1 -maxdepth 1 -printf '%y %D %i %C@ %f\n'`.
 func parseListing(out string) ([]NodeFile, error) {
 	var files []NodeFile
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
-		f := strings.SplitN(line, " ", 4)
-		if len(f) != 4 {
+		f := strings.SplitN(line, " ", 5)
+		if len(f) != 5 {
 			return nil, fmt.Errorf("unexpected listing line %q", line)
 		}
-		var ino uint64
-		if _, err := fmt.Sscan(f[1], &ino); err != nil {
+		var id csiplugin.FileID
+		if _, err := fmt.Sscan(f[1], &id.Dev); err != nil {
+			return nil, fmt.Errorf("listing line %q: device: %w", line, err)
+		}
+		if _, err := fmt.Sscan(f[2], &id.Ino); err != nil {
 			return nil, fmt.Errorf("listing line %q: inode: %w", line, err)
 		}
-		files = append(files, NodeFile{Name: f[3], Socket: f[0] == "s", Inode: ino, Ctime: f[2]})
+		files = append(files, NodeFile{Name: f[4], Socket: f[0] == "s", File: id, Ctime: f[3]})
 	}
 	return files, nil
 }

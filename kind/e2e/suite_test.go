@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,12 +28,14 @@ import (
 //	E2E_PROVIDER       local (default) or kind
 //	E2E_IMAGE_ARCHIVE  the image to test (default bin/image.tar, from `make image`)
 //	E2E_KEEP           set: leave the cluster up (and the last state deployed) at the end
-//	E2E_LOCKED         set to 1 by `make e2e`, which already holds the local node's lock
+//	LOCALNODE_LOCKED   1: the caller holds the local node's lock (the Makefile's with_node_lock sets it)
 const (
 	manifestsDir = "manifests"
 	retryOverlay = "kind/e2e/overlays/retry"
 	// LocalNodeLock serialises every user of the one local node.
 	LocalNodeLock = "/tmp/csi-registrar-localnode.lock"
+	// lockedEnv is set (to 1) in the environment of whoever holds the lock.
+	lockedEnv = "LOCALNODE_LOCKED"
 )
 
 var (
@@ -49,6 +52,9 @@ func logf(format string, args ...any) {
 
 func runSuite(m *testing.M) int {
 	flag.Parse()
+	if *driverTableFlag != "" { // make e2e-driver COMPARE=...: the runs' results side by side
+		return printDriverTable(*driverTableFlag)
+	}
 	start := time.Now()
 	defer func() { logf("suite finished in %s", time.Since(start).Round(100*time.Millisecond)) }()
 	root, err := RepoRoot()
@@ -60,13 +66,12 @@ func runSuite(m *testing.M) int {
 	if name == "" {
 		name = "local"
 	}
-	if name == "local" && os.Getenv("E2E_LOCKED") != "1" {
-		unlock, err := lockLocalNode()
-		if err != nil {
-			logf("%v", err)
-			return 1
-		}
-		defer unlock()
+	if name == "local" && os.Getenv(lockedEnv) != "1" {
+		// The one lock implementation is the Makefile's: flock -o, with
+		// LOCALNODE_LOCKED=1 for the holder. Run again under it.
+		err := relockUnderFlock()
+		logf("%v", err)
+		return 1
 	}
 	p, err := NewProvider(name, root)
 	if err != nil {
@@ -122,22 +127,24 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
-// lockLocalNode takes the local node's lock (flock, as `flock FILE cmd`
-// does). The descriptor is close-on-exec: the daemons up.sh starts do not
-// inherit it.
-func lockLocalNode() (func(), error) {
-	f, err := os.OpenFile(LocalNodeLock, os.O_RDWR|os.O_CREATE, 0o644)
+// relockUnderFlock replaces this process with itself run under the local
+// node's lock, as the Makefile's with_node_lock runs a command: `flock -o
+// LOCK env LOCALNODE_LOCKED=1 ARGS...` (-o: the daemons up.sh starts do not
+// inherit the lock). It returns only on an error.
+func relockUnderFlock() error {
+	flock, err := exec.LookPath("flock")
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("the local node's lock: %w (flock is in util-linux)", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if exec.Command(flock, "-n", LocalNodeLock, "true").Run() != nil {
 		logf("waiting for %s (another user of the local node holds it)", LocalNodeLock)
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", LocalNodeLock, err)
-		}
 	}
-	return func() { f.Close() }, nil
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := append([]string{flock, "-o", LocalNodeLock, "env", lockedEnv + "=1", self}, os.Args[1:]...)
+	return fmt.Errorf("exec flock: %w", syscall.Exec(flock, args, os.Environ()))
 }
 
 // setup loads the image, starts from a clean slate (nothing of ours

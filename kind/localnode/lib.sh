@@ -162,6 +162,14 @@ node_ready() {
 
 COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
+# node_is_up: every component runs, the API server answers, the node is Ready
+# (status.sh's answer, as an exit status).
+node_is_up() {
+  local n
+  for n in "${COMPONENTS[@]}"; do alive "$n" || return 1; done
+  apiserver_ok >/dev/null 2>&1 && node_ready "" 2>/dev/null
+}
+
 # build_is_current [BIN...]: the binaries (default: the five of K8S_BINS) exist and were
 # built from the pinned k8sbuild/<minor>/go.mod.
 build_stamp() {

@@ -32,12 +32,6 @@ finish() {
   echo "  alias kubectl=$KUBECTL        # or: source $LOCALNODE_CACHE/env"
 }
 
-node_is_up() {
-  local n
-  for n in "${COMPONENTS[@]}"; do alive "$n" || return 1; done
-  apiserver_ok >/dev/null 2>&1 && node_ready "" 2>/dev/null
-}
-
 # Anything a previous run may have left behind.
 leftovers() {
   compgen -G "$LOCALNODE_ROOT/*/run/*.pid" >/dev/null && return 0

@@ -2,8 +2,11 @@
 // registration e2e suite needs them (`make e2e-driver`): it swaps every
 // node-driver-registrar image for the csi-registrar image under test, leaving
 // every other field as written, and learns from the objects what to expect
-// from the kubelet: the node DaemonSet, its registrar and driver containers,
-// the driver name, the sockets.
+// from the kubelet: the node plugin workload (a DaemonSet, StatefulSet or
+// Deployment whose pod mounts the kubelet's plugins_registry), its registrar
+// container (none when the driver registers in-process), the driver name, the
+// sockets. Which container is the driver is not guessed here: the suite
+// learns it on the node, from the process that listens on the driver's socket.
 //
 // It works on the rendered YAML only (no cluster, no client-go), so that its
 // rules are tested by `make test`.
@@ -18,8 +21,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/csi-registrar/csi-registrar/registrar/nodeplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -57,16 +62,16 @@ type Spec struct {
 	Objects []map[string]any
 	Swaps   []Swap
 
-	// DaemonSet is the node DaemonSet: the one (not for Windows nodes) whose
-	// pod runs a swapped registrar.
-	DaemonSet *appsv1.DaemonSet
-	// Namespace is the DaemonSet's namespace ("default" when the manifests
+	// Workload is the node plugin: the one workload (not for Windows nodes)
+	// whose pod mounts the kubelet's plugins_registry from the node.
+	Workload Workload
+	// Namespace is the workload's namespace ("default" when the manifests
 	// name none, as kubectl applies them).
 	Namespace string
-	// Registrar and Driver are container names in the DaemonSet's pod. Driver
-	// is the other container that mounts the registrar's socket directory
-	// (empty when there is none).
-	Registrar, Driver string
+	// Registrar is the registrar container in the workload's pod; empty when
+	// no container runs a node-driver-registrar image (the driver registers
+	// in-process).
+	Registrar string
 
 	// DriverName is the name the kubelet must register, from the registrar's
 	// --driver-name, else from the one CSIDriver object; empty when the
@@ -104,7 +109,7 @@ func Parse(rendered []byte, registrarImage string) (*Spec, error) {
 		return nil, err
 	}
 	s := &Spec{Objects: objs}
-	var nodeSets []*appsv1.DaemonSet
+	var nodeSets []Workload
 	for _, o := range objs {
 		kind, _ := o["kind"].(string)
 		meta, _ := o["metadata"].(map[string]any)
@@ -117,7 +122,6 @@ func Parse(rendered []byte, registrarImage string) (*Spec, error) {
 		if podSpec == nil {
 			continue
 		}
-		swapped := false
 		for _, field := range []string{"initContainers", "containers"} {
 			cs, _ := podSpec[field].([]any)
 			for _, c := range cs {
@@ -134,36 +138,33 @@ func Parse(rendered []byte, registrarImage string) (*Spec, error) {
 					sw.PullPolicy = pp
 				}
 				s.Swaps = append(s.Swaps, sw)
-				swapped = true
 			}
 		}
-		if kind == "DaemonSet" && swapped {
-			ds := &appsv1.DaemonSet{}
-			if err := convert(o, ds); err != nil {
-				return nil, fmt.Errorf("DaemonSet %s: %w", name, err)
-			}
-			if !forWindows(&ds.Spec.Template.Spec) {
-				nodeSets = append(nodeSets, ds)
-			}
+		w, ok, err := workloadOf(o)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, name, err)
 		}
-	}
-	if len(s.Swaps) == 0 {
-		return nil, fmt.Errorf("no container image's repository ends in %q: nothing to replace with %s. The manifests must run the registrar as a sidecar with the upstream image (e.g. registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.15.0)",
-			UpstreamRegistrarSuffix, registrarImage)
+		if _, plugin := nodeplugin.RecognizeSpec(&w.Template.Spec); ok && plugin && !forWindows(&w.Template.Spec) {
+			nodeSets = append(nodeSets, w)
+		}
 	}
 	switch len(nodeSets) {
 	case 0:
-		return nil, fmt.Errorf("the registrar images replaced (%s) are in no DaemonSet for Linux nodes: the suite checks a node DaemonSet", swapList(s.Swaps))
+		what := "and no container image's repository ends in \"" + UpstreamRegistrarSuffix + "\""
+		if len(s.Swaps) > 0 {
+			what = "so the registrar containers found (" + swapList(s.Swaps) + ") cannot register"
+		}
+		return nil, fmt.Errorf("no DaemonSet, StatefulSet or Deployment for Linux nodes mounts the kubelet's %s from the node (a hostPath volume), %s: the suite checks a node plugin, which registers through that directory; mount it into the registrar (or the driver, when it registers in-process)", PluginsRegistryDir, what)
 	case 1:
 	default:
 		var names []string
-		for _, ds := range nodeSets {
-			names = append(names, ds.Namespace+"/"+ds.Name)
+		for _, w := range nodeSets {
+			names = append(names, w.String())
 		}
-		return nil, fmt.Errorf("%d DaemonSets run a node-driver-registrar (%s): the suite checks one driver at a time; pass the manifests of one", len(nodeSets), strings.Join(names, ", "))
+		return nil, fmt.Errorf("%d workloads mount the kubelet's %s (%s): the suite checks one driver at a time; pass the manifests of one", len(nodeSets), PluginsRegistryDir, strings.Join(names, ", "))
 	}
-	s.DaemonSet = nodeSets[0]
-	s.Namespace = s.DaemonSet.Namespace
+	s.Workload = nodeSets[0]
+	s.Namespace = s.Workload.Namespace
 	if s.Namespace == "" {
 		s.Namespace = "default"
 	}
@@ -183,20 +184,23 @@ func takesValue(k string) bool {
 	return false
 }
 
-// learn reads the registrar's and the driver's containers.
+// learn reads the registrar's container: its flags and its socket.
 func (s *Spec) learn() error {
-	pod := &s.DaemonSet.Spec.Template.Spec
+	w := s.Workload
+	pod := &w.Template.Spec
 	var reg *corev1.Container
 	for _, sw := range s.Swaps {
-		if sw.Kind == "DaemonSet" && sw.Name == s.DaemonSet.Name && sw.Namespace == s.DaemonSet.Namespace {
+		if sw.Kind == w.Kind && sw.Name == w.Name && sw.Namespace == w.Namespace {
 			if reg != nil {
-				return fmt.Errorf("DaemonSet %s runs two registrars (%s and %s): one driver per pod", s.DaemonSet.Name, reg.Name, sw.Container)
+				return fmt.Errorf("%s runs two registrars (%s and %s): one driver per pod", w, reg.Name, sw.Container)
 			}
 			reg = container(pod, sw.Container)
 		}
 	}
 	if reg == nil {
-		return fmt.Errorf("DaemonSet %s: the registrar container is missing", s.DaemonSet.Name)
+		// In-process: the driver creates its registration socket itself;
+		// its name and endpoint come from GetInfo on the node.
+		return nil
 	}
 	s.Registrar = reg.Name
 	env := envValues(reg)
@@ -218,7 +222,7 @@ func (s *Spec) learn() error {
 	}
 	s.RegistrationPath = flags["kubelet-registration-path"]
 	if s.RegistrationPath == "" {
-		return fmt.Errorf("DaemonSet %s, container %s: no --kubelet-registration-path=<the driver's socket on the node>: the registrar needs it", s.DaemonSet.Name, reg.Name)
+		return fmt.Errorf("%s, container %s: no --kubelet-registration-path=<the driver's socket on the node>: the registrar needs it", w, reg.Name)
 	}
 	if ep := flags["http-endpoint"]; ep != "" {
 		if i := strings.LastIndexByte(ep, ':'); i >= 0 {
@@ -255,18 +259,6 @@ func (s *Spec) learn() error {
 				s.HostSocketVia = fmt.Sprintf("container %s mounts volume %s (hostPath %s) at %s", reg.Name, v.Name, v.HostPath.Path, mount.MountPath)
 			}
 		}
-		// The driver: another container that mounts the same volume, not a
-		// livenessprobe sidecar.
-		for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
-			if c.Name == reg.Name || strings.HasSuffix(Repository(c.Image), "livenessprobe") {
-				continue
-			}
-			for _, m := range c.VolumeMounts {
-				if m.Name == mount.Name && s.Driver == "" {
-					s.Driver = c.Name
-				}
-			}
-		}
 	}
 	return nil
 }
@@ -276,7 +268,10 @@ func (s *Spec) learn() error {
 // --csi-address is on the node. Each names the values and the fix.
 func (s *Spec) Problems() []string {
 	var p []string
-	reg := "DaemonSet " + s.DaemonSet.Name + ", container " + s.Registrar
+	if s.Registrar == "" {
+		return nil // in-process: the node tells (GetInfo)
+	}
+	reg := s.Workload.String() + ", container " + s.Registrar
 	switch {
 	case strings.Contains(s.RegistrationPath, "$("):
 		// From a field or a secret: only the node can tell (GetInfo).
@@ -287,9 +282,6 @@ func (s *Spec) Problems() []string {
 	case s.HostSocket != s.RegistrationPath:
 		p = append(p, fmt.Sprintf("%s: --kubelet-registration-path=%s is not the driver's socket on the node: --csi-address=%s is %s there (%s). The kubelet calls NodeGetInfo at the registration path; fix: --kubelet-registration-path=%s",
 			reg, s.RegistrationPath, s.CSIAddress, s.HostSocket, s.HostSocketVia, s.HostSocket))
-	}
-	if s.Driver == "" {
-		p = append(p, fmt.Sprintf("DaemonSet %s: no container other than %s mounts the socket directory of --csi-address=%s: where is the driver?", s.DaemonSet.Name, s.Registrar, s.CSIAddress))
 	}
 	return p
 }
@@ -473,4 +465,72 @@ func convert(from map[string]any, to any) error {
 		return err
 	}
 	return json.Unmarshal(js, to)
+}
+
+// PluginsRegistryDir names the kubelet's plugin registration directory in
+// messages.
+const PluginsRegistryDir = "<kubelet root>/" + nodeplugin.RegistryDirName
+
+// Workload is a node plugin's controller object: what the suite needs of it.
+type Workload struct {
+	Kind, Name, Namespace string
+	Selector              *metav1.LabelSelector
+	Template              corev1.PodTemplateSpec
+	// Replicas of a StatefulSet or Deployment (0 for a DaemonSet).
+	Replicas int32
+	// Pinned: its pod can only run on one node (spec.nodeName, or a
+	// nodeSelector on kubernetes.io/hostname); a DaemonSet's pods never move.
+	Pinned bool
+}
+
+func (w Workload) String() string {
+	if w.Namespace == "" {
+		return w.Kind + " " + w.Name
+	}
+	return w.Kind + " " + w.Namespace + "/" + w.Name
+}
+
+// Moves reports whether a new pod of the workload may run on another node
+// than the one it replaces.
+func (w Workload) Moves() bool { return w.Kind != "DaemonSet" && !w.Pinned }
+
+// workloadOf reads a DaemonSet, StatefulSet or Deployment; ok is false for
+// other kinds.
+func workloadOf(o map[string]any) (Workload, bool, error) {
+	var w Workload
+	switch o["kind"] {
+	case "DaemonSet":
+		var ds appsv1.DaemonSet
+		if err := convert(o, &ds); err != nil {
+			return w, false, err
+		}
+		w = Workload{Kind: "DaemonSet", Name: ds.Name, Namespace: ds.Namespace, Selector: ds.Spec.Selector, Template: ds.Spec.Template}
+	case "StatefulSet":
+		var ss appsv1.StatefulSet
+		if err := convert(o, &ss); err != nil {
+			return w, false, err
+		}
+		w = Workload{Kind: "StatefulSet", Name: ss.Name, Namespace: ss.Namespace, Selector: ss.Spec.Selector, Template: ss.Spec.Template, Replicas: replicas(ss.Spec.Replicas)}
+	case "Deployment":
+		var d appsv1.Deployment
+		if err := convert(o, &d); err != nil {
+			return w, false, err
+		}
+		w = Workload{Kind: "Deployment", Name: d.Name, Namespace: d.Namespace, Selector: d.Spec.Selector, Template: d.Spec.Template, Replicas: replicas(d.Spec.Replicas)}
+	default:
+		return w, false, nil
+	}
+	if w.Selector == nil {
+		return w, false, fmt.Errorf("no spec.selector")
+	}
+	ps := w.Template.Spec
+	w.Pinned = ps.NodeName != "" || ps.NodeSelector["kubernetes.io/hostname"] != ""
+	return w, true, nil
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
 }

@@ -48,7 +48,6 @@ func TestParseUpstreamStyle(t *testing.T) {
 	}
 	for name, got := range map[string][2]string{
 		"Registrar":        {s.Registrar, "node-driver-registrar"},
-		"Driver":           {s.Driver, "stub"},
 		"DriverName":       {s.DriverName, "upstream-style.csi.example.com"},
 		"DriverNameFrom":   {s.DriverNameFrom, "the CSIDriver object"},
 		"CSIAddress":       {s.CSIAddress, "/csi/csi.sock"},
@@ -121,6 +120,7 @@ const minimal = `apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: node, namespace: kube-system}
 spec:
+  selector: {matchLabels: {app: x}}
   template:
     spec:
       containers:
@@ -128,7 +128,7 @@ spec:
         image: REGISTRAR
         imagePullPolicy: Always
         args: [ARGS]
-        volumeMounts: [{name: sock, mountPath: /plugin/}]
+        volumeMounts: [{name: sock, mountPath: /plugin/}, {name: reg, mountPath: /registration}]
       - name: liveness-probe
         image: registry.k8s.io/sig-storage/livenessprobe:v2.15.0
         volumeMounts: [{name: sock, mountPath: /plugin}]
@@ -137,6 +137,7 @@ spec:
         volumeMounts: [{name: sock, mountPath: /plugin}]
       volumes:
       - {name: sock, hostPath: {path: /var/lib/kubelet/plugins/x.example.com/}}
+      - {name: reg, hostPath: {path: /var/lib/kubelet/plugins_registry}}
 `
 
 func minimalWith(registrar, args string) []byte {
@@ -154,9 +155,6 @@ func TestParseFlagsAndPullPolicy(t *testing.T) {
 	}
 	if s.DriverName != "x.example.com" || s.DriverNameFrom != "--driver-name of container reg" {
 		t.Errorf("driver name %q from %q", s.DriverName, s.DriverNameFrom)
-	}
-	if s.Driver != "drv" {
-		t.Errorf("driver container %q, want drv (not the livenessprobe)", s.Driver)
 	}
 	if s.HTTPPort != "9809" || s.Namespace != "kube-system" {
 		t.Errorf("HTTPPort %q Namespace %q", s.HTTPPort, s.Namespace)
@@ -186,8 +184,9 @@ func TestParseErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, in, want string
 	}{
-		{"no registrar", string(minimalWith("csi-registrar:v1", args)), `no container image's repository ends in "node-driver-registrar"`},
-		{"two DaemonSets", ok + "---\n" + strings.Replace(ok, "name: node,", "name: node2,", 1), "2 DaemonSets run a node-driver-registrar"},
+		{"no registrar, no plugins_registry", strings.Replace(string(minimalWith("csi-registrar:v1", args)), "{name: reg, hostPath: {path: /var/lib/kubelet/plugins_registry}}", "{name: reg, emptyDir: {}}", 1), `and no container image's repository ends in "node-driver-registrar"`},
+		{"two DaemonSets", ok + "---\n" + strings.Replace(ok, "name: node,", "name: node2,", 1), "2 workloads mount the kubelet's <kubelet root>/plugins_registry (DaemonSet kube-system/node, DaemonSet kube-system/node2)"},
+		{"no plugins_registry", strings.Replace(ok, "{name: reg, hostPath: {path: /var/lib/kubelet/plugins_registry}}", "{name: reg, emptyDir: {}}", 1), "no DaemonSet, StatefulSet or Deployment for Linux nodes mounts the kubelet's <kubelet root>/plugins_registry from the node (a hostPath volume), so the registrar containers found (DaemonSet kube-system/node, container reg"},
 		{"no registration path", string(minimalWith("registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0", `"--csi-address=/plugin/csi.sock"`)), "no --kubelet-registration-path"},
 		{"not an object", "just: text\n", "document 1 has no kind"},
 		{"empty", "---\n", "the manifests render no object"},
@@ -199,8 +198,8 @@ func TestParseErrors(t *testing.T) {
 	}
 	// A Windows DaemonSet next to the Linux one is swapped, not checked.
 	s := mustParse(t, []byte(ok+"---\n"+windows))
-	if len(s.Swaps) != 2 || s.DaemonSet.Name != "node" {
-		t.Errorf("swaps %v, DaemonSet %s: want both swapped, node checked", s.Swaps, s.DaemonSet.Name)
+	if len(s.Swaps) != 2 || s.Workload.Name != "node" {
+		t.Errorf("swaps %v, workload %s: want both swapped, node checked", s.Swaps, s.Workload)
 	}
 }
 
@@ -232,5 +231,40 @@ func TestExpand(t *testing.T) {
 		if got := Expand(in, env); got != want {
 			t.Errorf("Expand(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The layouts node plugins ship in: a StatefulSet (csi-driver-host-path's
+// default), a Deployment (pinned or not) and a DaemonSet with a
+// nodeSelector; and a driver that registers in-process (no registrar
+// container to swap).
+func TestParseWorkloadKinds(t *testing.T) {
+	ds := string(minimalWith("registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0",
+		`"--csi-address=/plugin/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/x.example.com/csi.sock"`))
+	for _, c := range []struct {
+		name, in, kind string
+		moves          bool
+	}{
+		{"DaemonSet with a nodeSelector", strings.Replace(ds, "    spec:\n", "    spec:\n      nodeSelector: {disk: ssd}\n", 1), "DaemonSet", false},
+		{"StatefulSet", strings.Replace(ds, "kind: DaemonSet", "kind: StatefulSet", 1), "StatefulSet", true},
+		{"Deployment", strings.Replace(ds, "kind: DaemonSet", "kind: Deployment", 1), "Deployment", true},
+		{"pinned Deployment", strings.Replace(strings.Replace(ds, "kind: DaemonSet", "kind: Deployment", 1), "    spec:\n", "    spec:\n      nodeSelector: {kubernetes.io/hostname: n1}\n", 1), "Deployment", false},
+	} {
+		s, err := Parse([]byte(c.in), underTest)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if s.Workload.Kind != c.kind || s.Workload.Moves() != c.moves || s.Registrar != "reg" {
+			t.Errorf("%s: workload %s moves %v registrar %q; want %s, moves %v, reg", c.name, s.Workload, s.Workload.Moves(), s.Registrar, c.kind, c.moves)
+		}
+	}
+	inProcess := strings.Replace(ds, "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0", "example.com/driver:v1", 1)
+	s, err := Parse([]byte(inProcess), underTest)
+	if err != nil {
+		t.Fatalf("in-process: %v", err)
+	}
+	if s.Registrar != "" || len(s.Swaps) != 0 || s.RegistrationPath != "" || len(s.Problems()) != 0 {
+		t.Errorf("in-process: registrar %q swaps %v path %q problems %q; want none", s.Registrar, s.Swaps, s.RegistrationPath, s.Problems())
 	}
 }
