@@ -14,7 +14,7 @@ STORAGE_OUT     ?= bin/e2e/storage
 STORAGE_TEST    ?= bin/e2e/storage.test
 # The expected-pass list applies to the reference driver's definition only.
 STORAGE_EXPECT  ?= $(if $(filter $(abspath $(STORAGE_DEF_REF)),$(abspath $(DRIVER_DEF))),kind/storage/expected-pass.txt)
-STORAGE_ARGS     = -definition=$(abspath $(DRIVER_DEF)) -driver=$(abspath $(or $(DRIVER),manifests)) \
+STORAGE_ARGS     = -test.run='^TestExternalStorage$$' -definition=$(abspath $(DRIVER_DEF)) -driver=$(abspath $(or $(DRIVER),manifests)) \
 	-e2e-test=$$(bash kind/storage/build-e2e.sh --path) -repo-list=$(abspath $(STORAGE_OUT))/repo-list.yaml \
 	-images=$(subst $(e2e_space),$(e2e_comma),$(abspath $(STORAGE_OUT)/busybox.tar $(subst $(e2e_comma), ,$(DRIVER_IMAGES)))) \
 	-out=$(abspath $(STORAGE_OUT)) $(if $(STORAGE_EXPECT),-expected=$(abspath $(STORAGE_EXPECT)))
