@@ -171,12 +171,12 @@ func (l *loop) onWatcherError(ctx context.Context, err error) error {
 // name again) or removed (it stopped).
 func (l *loop) onDriverSocketEvent(ctx context.Context, ev fsnotify.Event) error {
 	if l.waiting() {
-		l.drv.ResetBackoff()
+		l.reconnectNow = true
 		return l.lookAtDriver(ctx)
 	}
 	switch {
 	case ev.Has(fsnotify.Create):
-		l.drv.ResetBackoff()
+		l.reconnectNow = true
 		l.driverRetry.reset()
 		l.recheck.set(0)
 		l.log.Info("driver socket created again; the driver restarted", "outcome", "rechecking")

@@ -121,6 +121,10 @@ type loop struct {
 	lastErr  error            // why the driver did not answer, while waiting for it
 	asking   bool             // a call to the driver is under way
 	askAgain bool             // ask the name again when it returns
+	// reconnectNow: the driver socket is a new one; the next call first
+	// resets the client's reconnect backoff (in the calling goroutine: gRPC's
+	// ResetConnectBackoff must not run beside a call that connects).
+	reconnectNow bool
 
 	// The registration socket. cur is nil while the path cannot be served.
 	cur      *servingSocket
@@ -246,7 +250,12 @@ func (l *loop) ask(ctx context.Context, named bool) {
 		return
 	}
 	l.asking = true
+	reconnect := l.reconnectNow
+	l.reconnectNow = false
 	go func() {
+		if reconnect {
+			l.drv.ResetBackoff()
+		}
 		a := driverAnswer{named: named}
 		if named {
 			a.name, a.err = l.r.identify(ctx, l.drv)

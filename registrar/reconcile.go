@@ -40,7 +40,7 @@ func (l *loop) reconcile(ctx context.Context, why string, deep bool) {
 	}
 	if id, err := csiplugin.FileIDOf(l.r.driverPath); err == nil && id != l.driverID {
 		l.log.Info("reconcile: the driver socket is a new one; the driver restarted", "why", why, "outcome", "rechecking")
-		l.drv.ResetBackoff()
+		l.reconnectNow = true
 		l.ask(ctx, true)
 		return
 	}

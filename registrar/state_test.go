@@ -168,9 +168,11 @@ func rowReconcileFindsMissedDelete(t *testing.T) {
 	eventually(t, "socket re-created by the reconcile", func() bool {
 		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(e.regSock(stubName))
 	})
-	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for kubelet") {
-		t.Errorf("/readyz after the reconcile = %d %q, want 503 waiting for kubelet", code, body)
-	}
+	// The stage is published after the socket serves: wait for it.
+	eventually(t, "/readyz 503 waiting for kubelet after the reconcile", func() bool {
+		code, body := get(r, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "waiting for kubelet")
+	})
 }
 
 // Issue 13: a file watcher error (e.g. fsnotify.ErrEventOverflow, which the
