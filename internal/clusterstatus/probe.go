@@ -133,7 +133,10 @@ func statusCode(err error) int {
 // the permission it lacks).
 func withBody(err error, body []byte) error {
 	code := statusCode(err)
-	if code == 0 || len(body) == 0 || bytes.HasPrefix(body, []byte("{")) {
+	if code != 0 && len(body) == 0 {
+		return fmt.Errorf("HTTP %d, no body: %w", code, err)
+	}
+	if code == 0 || bytes.HasPrefix(body, []byte("{")) {
 		return err
 	}
 	text := strings.TrimSpace(string(body))
