@@ -96,7 +96,8 @@ func (l *loop) onFirstAnswer(a driverAnswer) error {
 		return optionFailed(OptionPluginRegistrationPath, "watch %[1]s "+l.r.opts.PluginRegistrationPath+
 			": %[2]v; mount the kubelet's plugins_registry there", err)
 	}
-	return l.begin(a.name)
+	l.begin(a.name, a.path)
+	return nil
 }
 
 // onNameAgain: the driver, asked again after a restart or an outage, named
@@ -117,20 +118,18 @@ func (l *loop) onNameAgain(a driverAnswer) error {
 		return nil
 	}
 	l.log.Info("driver came back under another name; registering it instead", "newDriver", a.name, "outcome", "renamed")
-	return l.begin(a.name)
+	l.begin(a.name, a.path)
+	return nil
 }
 
-// begin registers the driver under name: it ends the registration of any
-// earlier name, then serves the new socket.
-func (l *loop) begin(name string) error {
+// begin registers the driver under name, at path (both validated by
+// identify): it ends the registration of any earlier name, then serves the
+// new socket.
+func (l *loop) begin(name, path string) {
 	if l.cur != nil {
 		l.closeSocket("exit")
 	}
 	l.stopSessionAlarms()
-	path, err := csiplugin.RegistrationSocketPath(l.r.opts.PluginRegistrationPath, name)
-	if err != nil {
-		return err
-	}
 	l.r.status.update(func(st *Status) { st.DriverName, st.SocketPath = name, path })
 	l.name, l.path = name, path
 	l.log = l.r.log.With("driver", name, "socket", path)
@@ -140,7 +139,6 @@ func (l *loop) begin(name string) error {
 	l.driverRetry = newBackoff(100*time.Millisecond, 10*time.Second)
 	l.tick.set(reconcilePeriod)
 	l.create(reasonStart)
-	return nil
 }
 
 // onStillWaiting: the progress alarm, while the driver is awaited.

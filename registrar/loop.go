@@ -93,6 +93,7 @@ const (
 type driverAnswer struct {
 	named bool   // the call asked the name (identify); else it was a Probe
 	name  string // the name to register, when named and err is nil
+	path  string // its registration socket (validated with the name)
 	err   error
 }
 
@@ -258,7 +259,7 @@ func (l *loop) ask(ctx context.Context, named bool) {
 		}
 		a := driverAnswer{named: named}
 		if named {
-			a.name, a.err = l.r.identify(ctx, l.drv)
+			a.name, a.path, a.err = l.r.identify(ctx, l.drv)
 		} else {
 			a.err = l.drv.Probe(ctx)
 		}

@@ -154,6 +154,7 @@ const (
 type config struct {
 	Options
 	driverPath string // CSIAddress as a clean file system path
+	regPath    string // with DriverName: its registration socket's path
 }
 
 // validate applies the defaults and checks every option, once. Errors are
@@ -216,13 +217,14 @@ func (o Options) validate() (config, error) {
 	if err := csiplugin.ValidateHostSocketPath("Options.KubeletRegistrationPath", o.KubeletRegistrationPath); err != nil {
 		return config{}, ruleOf(OptionKubeletRegistrationPath, err)
 	}
+	var regPath string
 	if o.DriverName != "" {
 		// Checks the name and that its socket path fits.
-		if _, err := csiplugin.RegistrationSocketPath(o.PluginRegistrationPath, o.DriverName); err != nil {
+		if regPath, err = csiplugin.RegistrationSocketPath(o.PluginRegistrationPath, o.DriverName); err != nil {
 			return config{}, err
 		}
 	}
-	return config{Options: o, driverPath: filepath.Clean(path)}, nil
+	return config{Options: o, driverPath: filepath.Clean(path), regPath: regPath}, nil
 }
 
 // checkHTTPEndpoint checks that a non-empty endpoint is host:port with a

@@ -119,23 +119,25 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 	return r.newLoop(drv, watcher).run(ctx)
 }
 
-// identify returns the name to register: Options.DriverName once the driver
-// answers Probe, or the validated name from GetPluginInfo.
-func (r *Registrar) identify(ctx context.Context, drv *driverClient) (string, error) {
+// identify returns the name to register and its registration socket's
+// path: Options.DriverName (checked by New) once the driver answers Probe,
+// or the name GetPluginInfo reports, checked here.
+func (r *Registrar) identify(ctx context.Context, drv *driverClient) (name, path string, err error) {
 	if r.opts.DriverName != "" {
 		if err := drv.Probe(ctx); err != nil {
-			return "", err
+			return "", "", err
 		}
-		return r.opts.DriverName, nil
+		return r.opts.DriverName, r.opts.regPath, nil
 	}
-	name, err := drv.PluginName(ctx)
+	name, err = drv.PluginName(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	if _, err := csiplugin.RegistrationSocketPath(r.opts.PluginRegistrationPath, name); err != nil {
-		return "", fmt.Errorf("the driver at %s reported a name the kubelet cannot register: %w", r.driverPath, err)
+	path, err = csiplugin.RegistrationSocketPath(r.opts.PluginRegistrationPath, name)
+	if err != nil {
+		return "", "", fmt.Errorf("the driver at %s reported a name the kubelet cannot register: %w", r.driverPath, err)
 	}
-	return name, nil
+	return name, path, nil
 }
 
 // Handler returns the HTTP handler for /healthz, /readyz and /metrics, for a
