@@ -107,9 +107,8 @@ type loop struct {
 	log     *slog.Logger // with the driver and socket once they are known
 	answers chan driverAnswer
 
-	// What the loop is doing, as published (Status.Stage, Status.Detail).
-	stage  Stage
-	detail string
+	// stage is what the loop is doing; publish writes it and Status.Stage.
+	stage Stage
 	// kubeletRetry is what the kubelet's behaviour showed; "itself" is kept
 	// for the life of the process.
 	kubeletRetry KubeletRetry
@@ -134,16 +133,16 @@ type loop struct {
 	awaiting awaiting                        // the kubelet's next step
 
 	// Alarms and their backoffs.
-	retry       *backoff // between socket re-creations
-	retryAt     alarm    // re-create the socket
-	reason      string   // of the re-creation retryAt triggers
-	kubelet     alarm    // the kubelet's next step is overdue
-	driverRetry *backoff // between looks at a driver that does not answer
-	recheck     alarm    // look at the driver (ask its name) again
-	tick        alarm    // reconcile
-	progress    alarm    // log that the driver is still awaited
-	deadline    alarm    // Options.ConnectionTimeout while the driver is awaited
-	waitStart   time.Time
+	retry       *backoff  // between socket re-creations
+	retryAt     alarm     // re-create the socket
+	reason      string    // of the re-creation retryAt triggers
+	kubelet     alarm     // the kubelet's next step is overdue
+	driverRetry *backoff  // between looks at a driver that does not answer
+	recheck     alarm     // look at the driver (ask its name) again
+	tick        alarm     // reconcile
+	progress    alarm     // log that the driver is still awaited
+	deadline    alarm     // Options.ConnectionTimeout while the driver is awaited
+	waitStart   time.Time // when the wait for the driver began (for logs and the timeout's error)
 }
 
 func (r *Registrar) newLoop(drv *driverClient, watcher *fsnotify.Watcher) *loop {
@@ -239,7 +238,7 @@ func (l *loop) publish(stage Stage, detail string) {
 		}
 		st.Stage, st.Detail = stage, detail
 	})
-	l.stage, l.detail = stage, detail
+	l.stage = stage
 }
 
 // ask calls the driver beside the loop: its name (identify) when named,
