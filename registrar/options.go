@@ -91,9 +91,9 @@ const (
 type OptionError struct {
 	Option Option
 	Err    error
-	// format, for a failure that is not a ValidationError, has %[1]s where
-	// the option's name goes and %[2]v where Err goes.
-	format string
+	// Format, for a failure that is not a ValidationError, is the message
+	// with %[1]s where the option's name goes and %[2]v where Err goes.
+	Format string
 }
 
 func (e *OptionError) Error() string { return e.Describe("Options." + string(e.Option)) }
@@ -101,12 +101,12 @@ func (e *OptionError) Error() string { return e.Describe("Options." + string(e.O
 // Describe returns the message with the option called name, e.g. "--timeout".
 func (e *OptionError) Describe(name string) string {
 	var ve *csiplugin.ValidationError
-	if e.format == "" && errors.As(e.Err, &ve) {
+	if e.Format == "" && errors.As(e.Err, &ve) {
 		named := *ve
 		named.What = name
 		return named.Error()
 	}
-	return fmt.Sprintf(e.format, name, e.Err)
+	return fmt.Sprintf(e.Format, name, e.Err)
 }
 
 func (e *OptionError) Unwrap() error { return e.Err }
@@ -119,7 +119,7 @@ func invalid(opt Option, v, rule, fix string) *OptionError {
 // optionFailed returns the *OptionError for acting on opt having failed;
 // format has %[1]s for the option's name and %[2]v for err.
 func optionFailed(opt Option, format string, err error) *OptionError {
-	return &OptionError{Option: opt, Err: err, format: format}
+	return &OptionError{Option: opt, Err: err, Format: format}
 }
 
 // ruleOf names opt in err, a *csiplugin.ValidationError of a shared rule.

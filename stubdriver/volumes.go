@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,10 +58,10 @@ const stateDirMode fs.FileMode = 0o750
 // volume of type DirectoryOrCreate makes it 0755.
 func (v *volumes) init() error {
 	if err := os.MkdirAll(v.dir, stateDirMode); err != nil {
-		return fmt.Errorf("create the state directory (Options.StateDir): %w", err)
+		return &registrar.OptionError{Option: OptionStateDir, Format: "create the state directory (%[1]s): %[2]v", Err: err}
 	}
 	if err := os.Chmod(v.dir, stateDirMode); err != nil {
-		return fmt.Errorf("set the mode of the state directory (Options.StateDir): %w", err)
+		return &registrar.OptionError{Option: OptionStateDir, Format: "set the mode of the state directory (%[1]s): %[2]v", Err: err}
 	}
 	return nil
 }
