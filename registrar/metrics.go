@@ -30,6 +30,7 @@ type metrics struct {
 	driverReachable bool
 	version         string // the build_info label; set once by newMetrics
 	kubeletRetry    KubeletRetry
+	proc            processStatsCache // for /metrics only
 }
 
 // socketCreationReasons are the reasons the control loop passes to
@@ -38,7 +39,7 @@ type metrics struct {
 // first event. A reason not listed here is still counted, from its first use.
 var socketCreationReasons = []string{
 	"start", "deleted", "rejected", "kubelet-silent", "no-notify", "unresponsive", // loop.go
-	"conflict", "not-a-socket", "permission", "missing-directory", "listen-error", // socketfault.go
+	"conflict", "not-a-socket", "permission", "missing-directory", "listen-error", // sockfile.Kind
 }
 
 // The series, as /metrics names them.
@@ -123,7 +124,7 @@ func (m *metrics) serve(w http.ResponseWriter, stage Stage) {
 	w.Header().Set("Content-Type", metricsContentType)
 	var b strings.Builder
 	b.WriteString(m.text(stage))
-	writeProcessMetrics(&b)
+	writeProcessMetrics(&b, &m.proc)
 	io.WriteString(w, b.String())
 }
 

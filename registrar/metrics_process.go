@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // processStats are the series every Prometheus user expects of a Go process,
@@ -86,11 +88,34 @@ func bootTime() (uint64, error) {
 	return 0, errors.New("/proc/stat has no btime line")
 }
 
+// processStatsCache keeps a reading of /proc for processStatsMaxAge. A
+// reading lists /proc/self/fd, one entry per open connection: a client that
+// floods /metrics over many connections must not make every request list
+// them all again.
+type processStatsCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	ps  processStats
+	err error
+}
+
+const processStatsMaxAge = time.Second
+
+func (c *processStatsCache) get() (processStats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := time.Now(); c.at.IsZero() || now.Sub(c.at) >= processStatsMaxAge {
+		c.ps, c.err = readProcessStats()
+		c.at = now
+	}
+	return c.ps, c.err
+}
+
 // writeProcessMetrics appends the process_* and go_goroutines series. When
 // /proc cannot be read, the process_* series are left out (a scrape then
 // shows them missing, rather than wrong).
-func writeProcessMetrics(b *strings.Builder) {
-	if ps, err := readProcessStats(); err == nil {
+func writeProcessMetrics(b *strings.Builder, proc *processStatsCache) {
+	if ps, err := proc.get(); err == nil {
 		family(b, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.")
 		sampleFloat(b, "process_cpu_seconds_total", ps.cpuSeconds)
 		family(b, "process_open_fds", "gauge", "Number of open file descriptors.")
