@@ -20,7 +20,7 @@ import (
 // accepts them, on every subcommand that logs.
 func loggingFlags() []cli.Flag {
 	const cat = "Logging"
-	return []cli.Flag{
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "v", EnvVars: env("v"), Category: cat,
 			Usage: "log verbosity, as klog's -v: 0 = lifecycle events, 4 and more = debug (GetInfo calls, retries)"},
 		&cli.StringFlag{Name: "logging-format", Value: "text", EnvVars: env("logging-format"), Category: cat,
@@ -29,15 +29,16 @@ func loggingFlags() []cli.Flag {
 			Usage: "pattern=N,...: accepted for compatibility (text format only, as upstream), ignored: verbosity is global"},
 		&cli.DurationFlag{Name: "log-flush-frequency", Value: logFlushFrequencyDefault, EnvVars: env("log-flush-frequency"), Category: cat,
 			Usage: "accepted for compatibility (must be > 0, as upstream), ignored: logs are written unbuffered"},
-		&cli.BoolFlag{Name: "log-text-split-stream", EnvVars: env("log-text-split-stream"), Category: cat,
-			Usage: "accepted at its default, false; upstream refuses true (an alpha option behind a feature gate it cannot enable)"},
-		&cli.StringFlag{Name: "log-text-info-buffer-size", Value: "0", EnvVars: env("log-text-info-buffer-size"), Category: cat,
-			Usage: "accepted at its default, 0; upstream refuses other sizes (an alpha option behind a feature gate it cannot enable)"},
-		&cli.BoolFlag{Name: "log-json-split-stream", EnvVars: env("log-json-split-stream"), Category: cat,
-			Usage: "accepted at its default, false; upstream refuses true (an alpha option behind a feature gate it cannot enable)"},
-		&cli.StringFlag{Name: "log-json-info-buffer-size", Value: "0", EnvVars: env("log-json-info-buffer-size"), Category: cat,
-			Usage: "accepted at its default, 0; upstream refuses other sizes (an alpha option behind a feature gate it cannot enable)"},
 	}
+	// The alpha options of both formats, each accepted at its default only.
+	const alpha = " (an alpha option behind a feature gate it cannot enable)"
+	for _, format := range []string{"text", "json"} {
+		split, buffer := "log-"+format+"-split-stream", "log-"+format+"-info-buffer-size"
+		flags = append(flags,
+			&cli.BoolFlag{Name: split, EnvVars: env(split), Category: cat, Usage: "accepted at its default, false; upstream refuses true" + alpha},
+			&cli.StringFlag{Name: buffer, Value: "0", EnvVars: env(buffer), Category: cat, Usage: "accepted at its default, 0; upstream refuses other sizes" + alpha})
+	}
+	return flags
 }
 
 // logFlushFrequencyDefault is component-base's default --log-flush-frequency.
