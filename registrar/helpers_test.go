@@ -203,6 +203,12 @@ func poll(interval, timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
+// wantStage waits until r's published stage is want.
+func wantStage(t *testing.T, r *registrar.Registrar, want registrar.Stage) {
+	t.Helper()
+	eventually(t, "stage "+want.String(), func() bool { return r.Status().Stage == want })
+}
+
 // metric returns the /metrics body.
 func metric(r *registrar.Registrar) string {
 	_, m := get(r, "/metrics")

@@ -84,6 +84,7 @@ func rowDriverAddressNotASocket(t *testing.T) {
 	if err := r.Run(ctx); err == nil || !strings.Contains(err.Error(), "not a socket") || ctx.Err() != nil {
 		t.Fatalf("Run = %v, want an immediate 'not a socket' error", err)
 	}
+	wantStage(t, r, registrar.StageStopped)
 }
 
 // Behaviour 1: with --driver-name the socket is created only once the driver
@@ -99,7 +100,11 @@ func rowDriverNameWaitsForProbe(t *testing.T) {
 	if _, err := os.Lstat(e.regSock("given.example.com")); err == nil {
 		t.Fatal("registration socket created before the driver was ready")
 	}
+	if st := r.Status().Stage; st != registrar.StageWaitingForDriver {
+		t.Fatalf("stage %v while the driver is not ready, want waiting for driver", st)
+	}
 	d.setReady(true)
+	wantStage(t, r, registrar.StageWaitingForKubelet)
 	eventually(t, "socket for --driver-name", func() bool { return answers(e.regSock("given.example.com")) })
 	info, err := registrartest.GetInfoSocket(context.Background(), e.regSock("given.example.com"))
 	if err != nil || info.Name != "given.example.com" {
@@ -281,6 +286,7 @@ func rowDriverRenamed(t *testing.T) {
 	if got := r.Status().DriverName; got != "two.example.com" {
 		t.Fatalf("status driver name %q", got)
 	}
+	wantStage(t, r, registrar.StageWaitingForKubelet)
 }
 
 // Behaviour 8 with rule 2: a driver that comes back with an invalid name ends
@@ -289,7 +295,7 @@ func rowDriverRenamedInvalid(t *testing.T) {
 	e := newEnv(t)
 	d := &namedDriver{name: "one.example.com"}
 	stop := serveNamedDriver(t, e.driverSock, d)
-	_, run := startRegistrar(t, e, nil, nil)
+	r, run := startRegistrar(t, e, nil, nil)
 	eventually(t, "socket for one", func() bool { return answers(e.regSock("one.example.com")) })
 	stop()
 	serveNamedDriver(t, e.driverSock, &namedDriver{name: "../../evil"})
@@ -304,6 +310,7 @@ func rowDriverRenamedInvalid(t *testing.T) {
 	if ents, _ := os.ReadDir(e.regDir); len(ents) != 0 {
 		t.Fatalf("registration dir not empty after a fatal error: %v", ents)
 	}
+	wantStage(t, r, registrar.StageStopped)
 }
 
 // Behaviour 9: /readyz follows the driver's Probe; /healthz fails once the

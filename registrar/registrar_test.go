@@ -88,12 +88,13 @@ func rowRegistrationAsKubeletDoes(t *testing.T) {
 func rowExitRemovesSocket(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
-	_, run := startRegistrar(t, e, nil, nil)
+	r, run := startRegistrar(t, e, nil, nil)
 	sock := e.regSock(stubName)
 	eventually(t, "registration socket", func() bool { return isSocket(sock) })
 	if err := run.stop(t); err != nil {
 		t.Fatalf("Run after cancel = %v, want nil", err)
 	}
+	wantStage(t, r, registrar.StageStopped)
 	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("registration socket still there after exit (err %v)", err)
 	}
@@ -132,9 +133,10 @@ func rowStaleSocketReplaced(t *testing.T) {
 		t.Fatal("the stale socket answers")
 	}
 	startStubDriver(t, e, stubName)
-	startRegistrar(t, e, nil, nil)
+	r, _ := startRegistrar(t, e, nil, nil)
 	// (Inode numbers are reused at once on tmpfs, so "answers" is the test.)
 	eventually(t, "an answering registration socket", func() bool { return isSocket(sock) && answers(sock) })
+	wantStage(t, r, registrar.StageWaitingForKubelet)
 }
 
 // rowLiveSocketNotRemoved: a socket another process serves is never
@@ -236,6 +238,9 @@ func rowDriverNameValidated(t *testing.T) {
 			}
 			if ents, _ := os.ReadDir(filepath.Dir(e.regDir)); len(ents) != 2 {
 				t.Errorf("something was created beside the registration dir: %v", ents)
+			}
+			if st := r.Status().Stage; st != registrar.StageStopped {
+				t.Errorf("stage %v after Run returned, want stopped", st)
 			}
 		})
 	}

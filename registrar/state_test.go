@@ -192,6 +192,7 @@ func rowWatcherErrorReconciles(t *testing.T) {
 	if !strings.Contains(logs.String(), "file watcher error; reconciling now") {
 		t.Errorf("the watcher error is not logged as a reconcile:\n%s", logs.String())
 	}
+	wantStage(t, r, registrar.StageWaitingForKubelet)
 }
 
 // Issue 13: the driver stopping and answering again are logged once each,
@@ -243,6 +244,9 @@ func rowDriverOutageLogged(t *testing.T) {
 	up(2)
 	if m := metric(r); !strings.Contains(m, "csi_registrar_driver_reachable 1") {
 		t.Errorf("driver_reachable not 1 after the driver came back:\n%s", m)
+	}
+	if st := r.Status().Stage; st != registrar.StageWaitingForKubelet {
+		t.Errorf("stage %v after the outages, want it unchanged (waiting for kubelet)", st)
 	}
 }
 
