@@ -127,11 +127,8 @@ func driverRegistration(c *cli.Context, log *slog.Logger) (*registrar.Options, e
 		}
 		return nil, nil
 	}
-	if c.String("kubelet-registration-path") == "" {
-		return nil, badFlag("kubelet-registration-path", "", "is required with --register",
-			"pass the driver's socket path on the host, e.g. --kubelet-registration-path=/var/lib/kubelet/plugins/"+
-				c.String("driver-name")+"/csi.sock")
-	}
+	// The rules of each value (--kubelet-registration-path is required,
+	// absolute, clean) are the library's: registrar.New checks them once.
 	return &registrar.Options{
 		KubeletRegistrationPath: kubeletRegistrationPath(c, log),
 		PluginRegistrationPath:  c.String("plugin-registration-path"),

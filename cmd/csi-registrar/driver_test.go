@@ -85,7 +85,7 @@ func TestBadDriverRegistrationInput(t *testing.T) {
 		{name: "http-endpoint without --register", args: []string{"--http-endpoint=:9809"},
 			want: []string{"--http-endpoint", `":9809"`, "has no effect without --register"}},
 		{name: "register without kubelet-registration-path", args: []string{"--register"},
-			want: []string{"--kubelet-registration-path", "is required with --register"}},
+			want: []string{"--kubelet-registration-path", "is required"}},
 		{name: "register with a relative kubelet-registration-path", args: []string{"--register", "--kubelet-registration-path=csi.sock"},
 			want: []string{`"csi.sock"`}},
 		{name: "register with an empty plugin-registration-path", args: []string{"--register", kp, "--plugin-registration-path="},
