@@ -41,25 +41,14 @@ fi
 command -v go >/dev/null || die "go is not installed"
 
 cd "$K8SBUILD_DIR"
-# Version stamping as Kubernetes' own hack/lib/version.sh does; build date = release tag time.
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-date=$(go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-1970-01-01T00:00:00Z}"
-done
+ldflags=$(k8s_ldflags)
 
 pkgs=()
 for b in "${bins[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 tmp="$LOCALNODE_CACHE/bin.tmp"
 rm -rf "$tmp" && mkdir -p "$tmp" "$LOCALNODE_BIN"
 echo "build: go build ${bins[*]} ($K8S_VERSION, GOCACHE=$(go env GOCACHE), GOMODCACHE=$(go env GOMODCACHE))"
-# go build is silent for minutes: say that it is still going.
-# (read -t on an idle pipe sleeps without a child process, so killing the loop is enough.)
-(while :; do read -rt 60 <> <(:) || true; echo "build: still compiling ($(elapsed)s)"; done) &
-ticker=$!
-trap 'kill "$ticker" 2>/dev/null || true' EXIT
+still_compiling build
 # One go build for all of them: shared packages compile once, both cores stay busy.
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
 for b in "${bins[@]}"; do mv -f "$tmp/$b" "$LOCALNODE_BIN/$b"; done

@@ -183,6 +183,29 @@ build_is_current() {
   [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]]
 }
 
+# k8s_ldflags: the -ldflags of a Go build from k8sbuild/<minor>/ (build.sh, build-e2e.sh),
+# with the version stamped as Kubernetes' own hack/lib/version.sh does; build date = the
+# release tag's time. Sharing one set of flags lets the builds share the Go build cache.
+k8s_ldflags() {
+  local date pkg flags="-s -w"
+  date=$(cd "$K8SBUILD_DIR" &&
+    go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes) || return
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${K8S_MINOR#1.}"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-1970-01-01T00:00:00Z}"
+  done
+  echo "$flags"
+}
+
+# still_compiling WHO: until the script exits, prints "WHO: still compiling (Ns)" every
+# minute, as go build is silent for minutes. (read -t on an idle pipe sleeps without a
+# child process, so killing the loop is enough.)
+still_compiling() {
+  (while :; do read -rt 60 <> <(:) || true; echo "$1: still compiling ($(elapsed)s)"; done) &
+  _ticker=$!
+  trap 'kill "$_ticker" 2>/dev/null || true' EXIT
+}
+
 # Mounts the kubelet made: pod volumes below its root dir, and the root dir itself (the
 # kubelet bind-mounts it onto itself to make it shared) unless it was a mount point
 # before up.sh started the kubelet.

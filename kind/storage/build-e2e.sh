@@ -43,19 +43,10 @@ grep -q '"k8s.io/kubernetes/test/e2e"' "$K8SBUILD_DIR/tools.go" ||
   die "Kubernetes $K8S_VERSION: $K8SBUILD_DIR/tools.go does not pin k8s.io/kubernetes/test/e2e, so its e2e binary cannot be built here (gen-gomod.sh leaves it out when it does not resolve through the module proxy, as for 1.34: k8s.io/sample-apiserver v0.34.x is not there); use K8S=1.35 or newer"
 
 cd "$K8SBUILD_DIR"
-# Version stamping as build.sh does (the suite reads it only for its banner).
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-date=$(go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-1970-01-01T00:00:00Z}"
-done
+ldflags=$(k8s_ldflags) # build.sh's (the suite reads the version only for its banner)
 mkdir -p "$out_dir"
 echo "build-e2e: go test -c k8s.io/kubernetes/test/e2e ($K8S_VERSION, GOCACHE=$(go env GOCACHE)); cold: ~25 CPU-minutes"
-(while :; do read -rt 60 <> <(:) || true; echo "build-e2e: still compiling ($(elapsed)s)"; done) &
-ticker=$!
-trap 'kill "$ticker" 2>/dev/null || true' EXIT
+still_compiling build-e2e
 CGO_ENABLED=0 go test -c -trimpath -buildvcs=false -ldflags "$ldflags" -o "$bin.tmp" k8s.io/kubernetes/test/e2e
 mv -f "$bin.tmp" "$bin"
 build_stamp >"$out_dir/.stamp"
