@@ -9,36 +9,23 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [[ $# -eq 2 ]] || { echo "usage: $0 IMAGE_REF OUT_TAR" >&2; exit 2; }
 ref=$1 out=$2
+# shellcheck source=SCRIPTDIR/../localnode/images/scratch.sh
+source "$here/../localnode/images/scratch.sh"
 
 bash "$here/../localnode/install-deps.sh" busybox-static buildah >/dev/null
 sum="$(dpkg-query -W -f='${Version}' busybox-static) $ref"
-if [[ -s "$out" && -f "$out.src" && "$(<"$out.src")" == "$sum" ]]; then
+if image_current "$out" "$sum"; then
   echo "busybox image: $out is current ($ref)"
   exit 0
 fi
 
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/csi-registrar/buildah"
-B=(buildah --root "$cache/root" --runroot "$cache/runroot" --storage-driver vfs)
-mkdir -p "$cache" "$(dirname "$out")"
 work=$(mktemp -d)
-ctr=""
-cleanup() {
-  [[ -n "$ctr" ]] && "${B[@]}" rm "$ctr" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
+trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$work/tmp" && chmod 1777 "$work/tmp"
 cp /bin/busybox "$work/bin/busybox"
 for applet in $(/bin/busybox --list); do
   [[ $applet == busybox ]] || ln -s busybox "$work/bin/$applet"
 done
-ctr=$("${B[@]}" from scratch)
-"${B[@]}" copy "$ctr" "$work/" / >/dev/null
-"${B[@]}" config --cmd '["/bin/sh"]' --env PATH=/bin \
-  --label org.opencontainers.image.title=csi-registrar-e2e-busybox "$ctr" >/dev/null
-rm -f "$out" "$out.src"
-"${B[@]}" commit --quiet --rm "$ctr" "docker-archive:$out:$ref" >/dev/null
-ctr=""
-echo "$sum" >"$out.src"
+scratch_image "${XDG_CACHE_HOME:-$HOME/.cache}/csi-registrar/buildah" "$ref" "$out" "$sum" "$work" \
+  --cmd '["/bin/sh"]' --env PATH=/bin --label org.opencontainers.image.title=csi-registrar-e2e-busybox
 echo "busybox image: built $ref -> $out ($(stat -c %s "$out") bytes)"

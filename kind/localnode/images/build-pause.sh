@@ -10,33 +10,24 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../env.sh"
 # shellcheck source=SCRIPTDIR/../lib.sh
 source "$here/../lib.sh"
+# shellcheck source=SCRIPTDIR/scratch.sh
+source "$here/scratch.sh"
 
 ref=${1:-$PAUSE_IMAGE}
 out=${2:-$IMAGES_DIR/pause.tar}
 src="$here/pause/main.go"
 sum="$(sha256sum "$src" | cut -c1-16) $ref"
-if [[ -s "$out" && -f "$out.src" && "$(<"$out.src")" == "$sum" ]]; then
+if image_current "$out" "$sum"; then
   echo "pause image: $out is current ($ref)"
   exit 0
 fi
 
-mkdir -p "$(dirname "$out")" "$LOCALNODE_CACHE/buildah"
+mkdir -p "$LOCALNODE_CACHE/buildah"
 work=$(mktemp -d "$LOCALNODE_CACHE/buildah/work.XXXXXX")
-B=(buildah --root "$LOCALNODE_CACHE/buildah/root" --runroot "$LOCALNODE_CACHE/buildah/runroot" --storage-driver vfs)
-ctr=""
-cleanup() {
-  [[ -n "$ctr" ]] && "${B[@]}" rm "$ctr" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
+trap 'rm -rf "$work"' EXIT
 (cd "$here/pause" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w' -o "$work/pause" .)
-ctr=$("${B[@]}" from scratch)
-"${B[@]}" copy --chmod 0755 "$ctr" "$work/pause" /pause >/dev/null
-"${B[@]}" config --entrypoint '["/pause"]' --cmd '' --user 65535:65535 \
-  --label org.opencontainers.image.title=csi-registrar-localnode-pause "$ctr" >/dev/null
-rm -f "$out" "$out.src"
-"${B[@]}" commit --quiet --rm "$ctr" "docker-archive:$out:$ref" >/dev/null
-ctr=""
-echo "$sum" >"$out.src"
+chmod 0755 "$work/pause"
+scratch_image "$LOCALNODE_CACHE/buildah" "$ref" "$out" "$sum" "$work" \
+  --entrypoint '["/pause"]' --cmd '' --user 65535:65535 \
+  --label org.opencontainers.image.title=csi-registrar-localnode-pause
 echo "pause image: built $ref -> $out ($(stat -c %s "$out") bytes)"
