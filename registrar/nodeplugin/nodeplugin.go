@@ -9,20 +9,18 @@
 // and every kubelet root (/var/lib/kubelet, /var/snap/microk8s/common/var/lib/kubelet,
 // /var/lib/k0s/kubelet, ...).
 //
-// The package uses only the API types of k8s.io/api; it makes no API calls.
+// The package uses only the API types of k8s.io/api and the kubelet's facts
+// of registrar/csiplugin; it makes no API calls.
 package nodeplugin
 
 import (
 	"path"
 	"strings"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// RegistryDirName is the name of the kubelet's plugin registration directory
-// inside its root directory.
-const RegistryDirName = "plugins_registry"
 
 // Plugin is what a pod's spec tells about its node plugin.
 type Plugin struct {
@@ -97,13 +95,13 @@ func registryDir(hostPath, subPath string) (string, bool) {
 	if subPath != "" {
 		full = path.Join(hostPath, subPath)
 	}
-	if path.Base(full) == RegistryDirName {
+	if path.Base(full) == csiplugin.PluginsRegistryDir {
 		return full, true
 	}
 	// A subPath inside plugins_registry (one socket's file, say) still
 	// puts the container in the registration business.
-	if i := strings.Index(full+"/", "/"+RegistryDirName+"/"); i >= 0 {
-		return full[:i+len(RegistryDirName)+1], true
+	if i := strings.Index(full+"/", "/"+csiplugin.PluginsRegistryDir+"/"); i >= 0 {
+		return full[:i+len(csiplugin.PluginsRegistryDir)+1], true
 	}
 	return "", false
 }

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/nodeplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -469,7 +470,7 @@ func convert(from map[string]any, to any) error {
 
 // PluginsRegistryDir names the kubelet's plugin registration directory in
 // messages.
-const PluginsRegistryDir = "<kubelet root>/" + nodeplugin.RegistryDirName
+const PluginsRegistryDir = "<kubelet root>/" + csiplugin.PluginsRegistryDir
 
 // Workload is a node plugin's controller object: what the suite needs of it.
 type Workload struct {
