@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -147,17 +146,13 @@ func (k *kindProvider) node(name string) (nodes.Node, error) {
 	return nil, fmt.Errorf("kind: cluster %s has no node %q", k.name, name)
 }
 
-// sh runs a shell script on the node and returns its standard output.
+// sh is NodeSh for the provider's own short scripts; its error quotes the script.
 func (k *kindProvider) sh(ctx context.Context, node, script string) (string, error) {
-	n, err := k.node(node)
+	out, err := k.NodeSh(ctx, node, script)
 	if err != nil {
-		return "", err
+		err = fmt.Errorf("%q: %w", script, err)
 	}
-	var out, errOut bytes.Buffer
-	if err := n.CommandContext(ctx, "sh", "-c", script).SetStdout(&out).SetStderr(&errOut).Run(); err != nil {
-		return out.String(), fmt.Errorf("on %s: %q: %w: %s", node, script, err, strings.TrimSpace(errOut.String()))
-	}
-	return out.String(), nil
+	return out, err
 }
 
 func (k *kindProvider) RestartKubelet(ctx context.Context, node string) error {
