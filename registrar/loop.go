@@ -25,7 +25,7 @@ import (
 // never wait for the driver; the kubelet's calls arrive through the
 // registration server's signal. A reconcile tick (reconcile.go) looks again
 // at what an event would have told, so that a lost event costs at most one
-// period. The transitions are the table in transitions.go, which the tests
+// period. The transitions are the table in transitions_test.go, which the tests
 // run and docs/design.md shows.
 const (
 	// reconcilePeriod is how often the loop looks at its socket and the
