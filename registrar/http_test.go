@@ -15,6 +15,26 @@ import (
 	"github.com/csi-registrar/csi-registrar/registrar"
 )
 
+// startWithHTTP starts a registrar with its HTTP endpoint on a free loopback
+// port and every HTTP timeout set to timeouts, and returns it and the
+// endpoint's address, read from its log.
+func startWithHTTP(t *testing.T, e env, timeouts time.Duration) (*registrar.Registrar, string) {
+	t.Helper()
+	var logs logBuffer
+	r := newRegistrar(t, nil, e, &logs, func(o *registrar.Options) { o.HTTPEndpoint = "127.0.0.1:0" })
+	r.SetHTTPTimeouts(timeouts)
+	start(t, r.Run)
+	var addr string
+	eventually(t, "the HTTP endpoint's address in the log", func() bool {
+		m := regexp.MustCompile(`msg="serving health and metrics" .*endpoint=(\S+)`).FindStringSubmatch(logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	})
+	return r, addr
+}
+
 // keptAlive is a client connection that made one request and keeps the
 // connection open, as an HTTP/1.1 client does.
 type keptAlive struct {
@@ -64,19 +84,8 @@ func (k *keptAlive) closedByServer(limit time.Duration) error {
 func TestHTTPEndpointLimitsConnections(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
-	var logs logBuffer
-	r := newRegistrar(t, nil, e, &logs, func(o *registrar.Options) { o.HTTPEndpoint = "127.0.0.1:0" })
 	const guard = 30 * time.Second // hang guard only; the server's timeouts are longer
-	r.SetHTTPTimeouts(10 * guard)
-	start(t, r.Run)
-	var addr string
-	eventually(t, "the HTTP endpoint's address in the log", func() bool {
-		m := regexp.MustCompile(`msg="serving health and metrics" .*endpoint=(\S+)`).FindStringSubmatch(logs.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
-	})
+	_, addr := startWithHTTP(t, e, 10*guard)
 	idle := make([]*keptAlive, registrar.HTTPMaxConns)
 	for i := range idle {
 		idle[i] = request(t, addr)

@@ -2,11 +2,9 @@ package registrar_test
 
 import (
 	"net/http"
-	"regexp"
 	"testing"
 	"time"
 
-	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 
@@ -21,18 +19,7 @@ func TestHealthServedBehindHostileConnections(t *testing.T) {
 	const guard = time.Minute // hang guard only; the server's timeouts are longer
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
-	var logs logBuffer
-	r := newRegistrar(t, nil, e, &logs, func(o *registrar.Options) { o.HTTPEndpoint = "127.0.0.1:0" })
-	r.SetHTTPTimeouts(10 * guard)
-	start(t, r.Run)
-	var addr string
-	eventually(t, "the HTTP endpoint's address in the log", func() bool {
-		m := regexp.MustCompile(`msg="serving health and metrics" .*endpoint=(\S+)`).FindStringSubmatch(logs.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
-	})
+	r, addr := startWithHTTP(t, e, 10*guard)
 	eventually(t, "registration socket", func() bool { return answers(e.regSock(stubName)) })
 	registerNow(t, r, e.regSock(stubName))
 
