@@ -159,9 +159,10 @@ func expectSoon(t *testing.T, ctx context.Context, node string) nodeExpect {
 	return e
 }
 
-// samePod fails the test unless pod before is still there (not replaced).
-// Container restarts are not judged here: the case's result reports them.
-func samePod(t *testing.T, ctx context.Context, before *corev1.Pod) {
+// samePod fails the test unless pod before is still there (not replaced),
+// and returns it as it is now. Container restarts are not judged here: the
+// case's result reports them.
+func samePod(t *testing.T, ctx context.Context, before *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	now, err := cl.Client.CoreV1().Pods(cl.Namespace).Get(ctx, before.Name, metav1.GetOptions{})
 	if err != nil {
@@ -170,6 +171,7 @@ func samePod(t *testing.T, ctx context.Context, before *corev1.Pod) {
 	if now.UID != before.UID {
 		t.Fatalf("pod %s was replaced", before.Name)
 	}
+	return now
 }
 
 func lastN(s []string, n int) []string {
@@ -591,14 +593,7 @@ func testAnyDriverUninstalled(t *testing.T) {
 // must have grown by exactly that much.
 func checkSameContainers(t *testing.T, ctx context.Context, before *corev1.Pod, bumped map[string]int32) {
 	t.Helper()
-	now, err := cl.Client.CoreV1().Pods(cl.Namespace).Get(ctx, before.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if now.UID != before.UID {
-		t.Fatalf("pod %s was replaced", before.Name)
-	}
-	after := podContainers(now)
+	after := podContainers(samePod(t, ctx, before))
 	for c, b := range podContainers(before) {
 		a := after[c]
 		if want := b.RestartCount + bumped[c]; a.RestartCount != want {
