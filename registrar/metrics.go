@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // metrics count what the registrar's Prometheus series report; write renders
@@ -38,8 +40,9 @@ type metrics struct {
 // rate() or increase() over a reason starts at the first scrape, not at the
 // first event. A reason not listed here is still counted, from its first use.
 var socketCreationReasons = []string{
-	"start", "deleted", "rejected", "kubelet-silent", "no-notify", "unresponsive", // loop.go
-	"conflict", "not-a-socket", "permission", "missing-directory", "listen-error", // sockfile.Kind
+	reasonStart, reasonDeleted, reasonRejected, reasonKubeletSilent, reasonNoNotify, reasonUnresponsive,
+	string(sockfile.KindInUse), string(sockfile.KindNotSocket), string(sockfile.KindPermission),
+	string(sockfile.KindMissingDirectory), string(sockfile.KindOther),
 }
 
 // The series, as /metrics names them.
