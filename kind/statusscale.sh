@@ -26,10 +26,9 @@ fi
 go build -o "$out/statusscale" ./kind/statusscale
 
 was_up=0
-bash kind/localnode/up.sh >"$out/localnode.log" 2>&1
-if grep -q "is already up" "$out/localnode.log"; then was_up=1; fi
+bash kind/localnode/status.sh && was_up=1
 echo "restarting the local node with the control plane's API rate limits at $QPS QPS"
-bash kind/localnode/down.sh >>"$out/localnode.log" 2>&1
+bash kind/localnode/down.sh >"$out/localnode.log" 2>&1
 LOCALNODE_CONTROL_PLANE_QPS=$QPS bash kind/localnode/up.sh >>"$out/localnode.log" 2>&1
 eval "$(bash kind/localnode/env.sh)"
 
