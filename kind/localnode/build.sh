@@ -23,12 +23,7 @@ for arg in "$@"; do
 done
 
 # One build per version at a time: a second caller waits, then finds it current.
-mkdir -p "$LOCALNODE_CACHE"
-exec {lockfd}>"$LOCALNODE_CACHE/build.lock"
-if ! flock -n "$lockfd"; then
-  echo "build: another build of Kubernetes $K8S_VERSION is running: waiting for it"
-  flock "$lockfd"
-fi
+build_lock build
 
 # The kind binaries that are there are rebuilt too: one stamp for the whole directory.
 for b in "${K8S_KIND_BINS[@]}"; do

@@ -183,6 +183,20 @@ build_is_current() {
   [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]]
 }
 
+# build_lock WHO: holds, until the script exits, the lock of this version's Go builds
+# (build.sh, storage/build-e2e.sh): a second build would compile the same packages
+# again instead of finding them in the Go build cache, so it waits. After a wait the
+# clock restarts: the script's times are its own build's.
+build_lock() {
+  mkdir -p "$LOCALNODE_CACHE"
+  exec {_build_lock_fd}>"$LOCALNODE_CACHE/build.lock"
+  if ! flock -n "$_build_lock_fd"; then
+    echo "$1: another build of Kubernetes $K8S_VERSION is running: waiting for it"
+    flock "$_build_lock_fd"
+    _T0=$EPOCHREALTIME
+  fi
+}
+
 # k8s_ldflags: the -ldflags of a Go build from k8sbuild/<minor>/ (build.sh, build-e2e.sh),
 # with the version stamped as Kubernetes' own hack/lib/version.sh does; build date = the
 # release tag's time. Sharing one set of flags lets the builds share the Go build cache.

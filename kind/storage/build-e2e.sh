@@ -25,15 +25,7 @@ for arg in "$@"; do
 done
 current() { [[ -x "$bin" && -f "$out_dir/.stamp" && "$(<"$out_dir/.stamp")" == "$(build_stamp)" ]]; }
 
-# build.sh's lock: one Go build of this version at a time (the second would compile the
-# same packages again instead of finding them in the build cache).
-mkdir -p "$LOCALNODE_CACHE"
-exec {lockfd}>"$LOCALNODE_CACHE/build.lock"
-if ! flock -n "$lockfd"; then
-  echo "build-e2e: another build of Kubernetes $K8S_VERSION is running: waiting for it"
-  flock "$lockfd"
-  _T0=$EPOCHREALTIME # the build's time, not the wait's
-fi
+build_lock build-e2e # build.sh's: one Go build of this version at a time
 if [[ $force == 0 ]] && current; then
   echo "build-e2e: e2e.test $K8S_VERSION is current: $bin"
   exit 0
