@@ -58,6 +58,8 @@ type driverUnderTest struct {
 	// on the node (found on the node: sockowner), registrar the container
 	// that registers it: the spec's registrar, else the driver (in-process).
 	driver, registrar string
+	// driverErr says why no driver container was found (case 5 fails with it).
+	driverErr error
 
 	// Set by the setup for case 1: the time of `kubectl apply` and the
 	// CSINode recorders started before it.
@@ -307,11 +309,14 @@ func driverSetup(ctx context.Context, root string) error {
 		}
 	}
 	if err := d.findDriver(ctx); err != nil {
-		return err
+		// Case 1 still tells whether and why the kubelet registers the
+		// driver; case 5, which kills the driver container, fails with this.
+		d.driverErr = err
+		logf("%v", err)
 	}
 	dut = d
-	logf("driver %s (from %s); %s on %v (moves: %v): registrar container %s, driver container %s (the process listening on %s); --csi-address=%s; HTTP endpoint: %s; node sockets dialable: %v",
-		d.name, d.nameFrom, w, d.nodes, w.Moves(), orInProcess(spec.Registrar), d.driver, spec.RegistrationPath, spec.CSIAddress,
+	logf("driver %s (from %s); %s on %v (moves: %v): registrar container %s, driver container %q (its process listens on the driver's socket); --csi-address=%s, --kubelet-registration-path=%s; HTTP endpoint: %s; node sockets dialable: %v",
+		d.name, d.nameFrom, w, d.nodes, w.Moves(), orInProcess(spec.Registrar), d.driver, spec.CSIAddress, spec.RegistrationPath,
 		orNone(spec.HTTPPort), d.dialer != nil)
 	return nil
 }
@@ -338,26 +343,31 @@ func (d *driverUnderTest) updateNodes(ctx context.Context) error {
 }
 
 // findDriver learns the driver container on every node from what runs: the
-// container whose process listens on the socket the registrar announces
-// (--kubelet-registration-path on the node). It must be the same container
-// on every node; the error of a node where none is found names what was
-// tried.
+// container whose process listens on the CSI socket the registrar dials
+// (its --csi-address, on the node), or, without a registrar container or
+// when that is not on a hostPath, the socket announced to the kubelet. It
+// must be the same container on every node; the error of a node where none
+// is found names what was tried.
 func (d *driverUnderTest) findDriver(ctx context.Context) error {
+	d.registrar = d.spec.Registrar
+	sock, what := d.spec.HostSocket, "the registrar's --csi-address="+d.spec.CSIAddress+" on the node"
+	if sock == "" {
+		sock, what = d.spec.RegistrationPath, "the driver's socket the kubelet is told (GetInfo's endpoint)"
+	}
 	pods, err := cl.Pods(ctx)
 	if err != nil {
 		return err
 	}
 	for _, n := range d.nodes {
-		c, err := cl.SocketOwner(ctx, pods[n], d.spec.RegistrationPath)
+		c, err := cl.SocketOwner(ctx, pods[n], sock)
 		if err != nil {
-			return fmt.Errorf("the driver container: %w", err)
+			return fmt.Errorf("the driver container (the one listening on %s): %w", what, err)
 		}
 		if d.driver != "" && c != d.driver {
-			return fmt.Errorf("the driver container: %s listens on %s on node %s, %s on %s", c, d.spec.RegistrationPath, n, d.driver, d.nodes[0])
+			return fmt.Errorf("the driver container: %s listens on %s on node %s, %s on %s", c, sock, n, d.driver, d.nodes[0])
 		}
 		d.driver = c
 	}
-	d.registrar = d.spec.Registrar
 	if d.registrar == "" {
 		d.registrar = d.driver
 	}

@@ -489,6 +489,9 @@ func testAnyDriverSocketRemoved(t *testing.T) {
 // in-process is registered again on a new socket.
 func testAnyDriverKilled(t *testing.T) {
 	d := dut
+	if d.driverErr != nil {
+		t.Fatal(d.driverErr)
+	}
 	ctx, n, e := driverBegin(t)
 	pod := podOn(t, ctx, n)
 	sock0 := driverRegSocket(t, ctx, n)
