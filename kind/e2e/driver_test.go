@@ -112,6 +112,7 @@ func driverBegin(t *testing.T) (context.Context, string, nodeExpect) {
 		return len(last) == 0, nil
 	})
 	if err != nil {
+		notRegisteredAtStart[t.Name()] = true
 		t.Fatalf("not registered at the start of the case: %s", strings.Join(last, "; "))
 	}
 	return ctx, d.nodes[0], e
