@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The driver suite (`make e2e-driver DRIVER=...`, or `go test -tags e2e
@@ -38,6 +41,8 @@ var (
 		"the csi-registrar image that replaces node-driver-registrar (default $E2E_REGISTRAR_IMAGE, else csi-registrar:dev)")
 	driverRegisterWait = flag.Duration("driver-register-timeout", time.Minute,
 		"how long case 1 waits for the kubelet to register the driver once its pods run")
+	registrarLogsFlag = flag.String("registrar-logs", "keep",
+		"keep, or blocked: every read of the registrar container's log through the API fails while the suite runs (CI runs the suite so: no verdict may rest on a registrar's logs)")
 	registrarArchiveFlag = flag.String("registrar-archive", "",
 		"an image archive of another registrar (e.g. upstream node-driver-registrar): loaded into the nodes, its image replaces node-driver-registrar (overrides -registrar-image)")
 )
@@ -314,6 +319,13 @@ func driverSetup(ctx context.Context, root string) error {
 		d.driverErr = err
 		logf("%v", err)
 	}
+	if *registrarLogsFlag == "blocked" {
+		if err := blockLogs(d.registrar); err != nil {
+			return err
+		}
+	} else if *registrarLogsFlag != "keep" {
+		return fmt.Errorf("-registrar-logs=%s: want keep or blocked", *registrarLogsFlag)
+	}
 	dut = d
 	logf("driver %s (from %s); %s on %v (moves: %v): registrar container %s, driver container %q (its process listens on the driver's socket); --csi-address=%s, --kubelet-registration-path=%s; HTTP endpoint: %s; node sockets dialable: %v",
 		d.name, d.nameFrom, w, d.nodes, w.Moves(), orInProcess(spec.Registrar), d.driver, spec.CSIAddress, spec.RegistrationPath,
@@ -496,4 +508,36 @@ func waitingReasons(p *corev1.Pod) string {
 		return "containers running"
 	}
 	return strings.Join(out, "; ")
+}
+
+// blockLogs replaces the suite's client with one whose every request for the
+// log of container fails: no check can then rest on a registrar's log.
+func blockLogs(container string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Provider.Kubeconfig())
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return logBlocker{rt: rt, container: container}
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cl.Client = cs
+	logf("-registrar-logs=blocked: every read of container %s's log through the API fails", container)
+	return nil
+}
+
+type logBlocker struct {
+	rt        http.RoundTripper
+	container string
+}
+
+func (b logBlocker) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/log") && req.URL.Query().Get("container") == b.container {
+		return nil, fmt.Errorf("the log of container %s is blocked (-registrar-logs=blocked)", b.container)
+	}
+	return b.rt.RoundTrip(req)
 }
