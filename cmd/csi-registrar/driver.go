@@ -21,22 +21,30 @@ const registrationCategory = "In-process registration (with --register)"
 // registrationFlags are the register flags that make sense inside the driver:
 // the driver's own socket and name replace --csi-address and --driver-name.
 func registrationFlags() []cli.Flag {
+	register := &cli.BoolFlag{Name: "register", EnvVars: env("register"), Category: registrationCategory,
+		Usage: "register the driver with the kubelet from this process, without the registrar sidecar"}
+	return append([]cli.Flag{register}, kubeletFlags(registrationCategory, "required with --register")...)
+}
+
+// kubeletFlags are the flags of the registration with the kubelet, the same
+// for the register command and for the driver's in-process registration:
+// category groups them in --help ("" for none), required says when
+// --kubelet-registration-path is required.
+func kubeletFlags(category, required string) []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "register", EnvVars: env("register"), Category: registrationCategory,
-			Usage: "register the driver with the kubelet from this process, without the registrar sidecar"},
-		&cli.StringFlag{Name: "kubelet-registration-path", EnvVars: env("kubelet-registration-path"), Category: registrationCategory,
-			Usage: "the driver's socket path on the host, as the kubelet dials it (required with --register)"},
+		&cli.StringFlag{Name: "kubelet-registration-path", EnvVars: env("kubelet-registration-path"), Category: category,
+			Usage: "the CSI driver's socket path on the host, as the kubelet dials it (" + required + ")"},
 		&cli.StringFlag{Name: "plugin-registration-path", Value: registrar.DefaultPluginRegistrationPath,
-			EnvVars: env("plugin-registration-path"), Category: registrationCategory,
+			EnvVars: env("plugin-registration-path"), Category: category,
 			Usage: "the directory where the kubelet's plugins_registry is mounted"},
-		&cli.DurationFlag{Name: "kubelet-wait", Value: registrar.DefaultKubeletWait, EnvVars: env("kubelet-wait"), Category: registrationCategory,
+		&cli.DurationFlag{Name: "kubelet-wait", Value: registrar.DefaultKubeletWait, EnvVars: env("kubelet-wait"), Category: category,
 			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it, or not sent NotifyRegistrationStatus after GetInfo, for this long"},
 		&cli.DurationFlag{Name: "registration-retry-max", Value: registrar.DefaultRegistrationRetryMax,
-			EnvVars: env("registration-retry-max"), Category: registrationCategory,
+			EnvVars: env("registration-retry-max"), Category: category,
 			Usage: "cap of the backoff (1s doubling) between socket re-creations after a kubelet rejection, silence or conflict"},
-		&cli.StringFlag{Name: "http-endpoint", EnvVars: env("http-endpoint"), Category: registrationCategory,
-			Usage: "TCP address (e.g. :9809) serving /healthz, /readyz and /metrics of the registration; empty disables the server"},
-		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"), Category: registrationCategory,
+		&cli.StringFlag{Name: "http-endpoint", EnvVars: env("http-endpoint"), Category: category,
+			Usage: "TCP address (e.g. :9809) serving /healthz, /readyz and /metrics; empty disables the server"},
+		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"), Category: category,
 			Usage: "serve /debug/pprof/ on --http-endpoint"},
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/csi-registrar/csi-registrar/kind/e2e/driverspec"
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
@@ -78,38 +79,8 @@ func manifestArgs(t *testing.T, file string) []string {
 }
 
 // expandKubernetes expands $(NAME) from env as the kubelet does for container
-// command and args: $$ is a literal $, and a reference to an undefined
-// variable is left as it is.
-func expandKubernetes(s string, env map[string]string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteByte(s[i])
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := env[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
-}
+// command and args; the one implementation is driverspec.Expand.
+func expandKubernetes(s string, env map[string]string) string { return driverspec.Expand(s, env) }
 
 func TestExpandKubernetes(t *testing.T) {
 	env := map[string]string{"A": "/x", "B": "y"}

@@ -53,32 +53,23 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "csi-address", Value: registrar.DefaultCSIAddress, EnvVars: env("csi-address"),
 			Usage: "the CSI driver's socket in this container: a path or unix:// URL"},
-		&cli.StringFlag{Name: "kubelet-registration-path", EnvVars: env("kubelet-registration-path"),
-			Usage: "the CSI driver's socket path on the host, as the kubelet dials it (required)"},
-		&cli.StringFlag{Name: "plugin-registration-path", Value: registrar.DefaultPluginRegistrationPath, EnvVars: env("plugin-registration-path"),
-			Usage: "the directory where the kubelet's plugins_registry is mounted"},
+	}
+	flags = append(flags, kubeletFlags("", "required")...)
+	flags = append(flags,
 		&cli.StringFlag{Name: "driver-name", EnvVars: env("driver-name"),
 			Usage: "register this name instead of asking the driver's GetPluginInfo (the driver must still answer Probe)"},
 		&cli.DurationFlag{Name: "timeout", Value: registrar.DefaultTimeout, EnvVars: env("timeout"),
 			Usage: "timeout of each call to the driver (GetPluginInfo, Probe)"},
 		&cli.DurationFlag{Name: "connection-timeout", EnvVars: env("connection-timeout"),
 			Usage: "how long to wait for the driver at start before exiting with an error; 0 waits forever (a no-op upstream)"},
-		&cli.DurationFlag{Name: "kubelet-wait", Value: registrar.DefaultKubeletWait, EnvVars: env("kubelet-wait"),
-			Usage: "re-create the registration socket when the kubelet has not called GetInfo on it, or not sent NotifyRegistrationStatus after GetInfo, for this long"},
-		&cli.DurationFlag{Name: "registration-retry-max", Value: registrar.DefaultRegistrationRetryMax, EnvVars: env("registration-retry-max"),
-			Usage: "cap of the backoff (1s doubling) between socket re-creations after a kubelet rejection, silence or conflict"},
-		&cli.StringFlag{Name: "http-endpoint", EnvVars: env("http-endpoint"),
-			Usage: "TCP address (e.g. :9809) serving /healthz, /readyz and /metrics; empty disables the server"},
 		&cli.IntFlag{Name: "health-port", EnvVars: env("health-port"),
 			Usage: "deprecated: same as --http-endpoint=:<port>; 0 or less disables; cannot be combined with --http-endpoint"},
-		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"),
-			Usage: "serve /debug/pprof/ on --http-endpoint"},
 		&cli.StringFlag{Name: "mode", EnvVars: env("mode"),
 			Usage: "deprecated: \"kubelet-registration-probe\" exits 0 (probe /readyz instead); any other value, or none, runs the registrar"},
 		&cli.BoolFlag{Name: "automaxprocs", EnvVars: env("automaxprocs"),
 			Usage: "accepted for compatibility: the Go runtime already sets GOMAXPROCS from the container's CPU limit"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
-	}
+	)
 	flags = append(flags, loggingFlags()...)
 	flags = append(flags, legacyKlogFlags()...)
 	return &cli.Command{
