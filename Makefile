@@ -26,9 +26,14 @@ build: ## bin/csi-registrar (the image's binary) and bin/kubectl-csi_registrar (
 build-all: build ## also cross-compile linux/arm64 (bin/csi-registrar-linux-arm64)
 	GOOS=linux GOARCH=arm64 $(GOBUILD) -o bin/csi-registrar-linux-arm64 ./cmd/csi-registrar
 
+# The packages with files built only under the e2e or bench tag.
+TAGGED_PKGS := ./cmd/csi-registrar ./kind/e2e/... ./kind/storage/...
 test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz seed corpora
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...   # honnef.co/go/tools, pinned in go.mod's tool block
+	@# The e2e suites and the benchmarks build only under their tags: check them too.
+	$(GO) vet -tags e2e $(TAGGED_PKGS) && $(GO) vet -tags bench $(TAGGED_PKGS)
+	$(GO) tool staticcheck -tags e2e $(TAGGED_PKGS) && $(GO) tool staticcheck -tags bench $(TAGGED_PKGS)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -race -count=1 ./...   # every package: the control loop, gRPC and HTTP handlers, the processes

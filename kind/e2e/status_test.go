@@ -509,7 +509,7 @@ func testStatusUpstream(t *testing.T) {
 		}
 		return true
 	}
-	r := awaitStatus(t, ctx, 3*podWait, "upstream's registrar registered everywhere", func(r statusRun) bool {
+	awaitStatus(t, ctx, 3*podWait, "upstream's registrar registered everywhere", func(r statusRun) bool {
 		d := r.driver(cfg.Driver)
 		return r.code == 0 && d != nil && d.Registered == len(allNodes) && d.Registrar == "node-driver-registrar" && upstreamOn()
 	}, "-o", "json")
@@ -523,7 +523,7 @@ func testStatusUpstream(t *testing.T) {
 	if err := cl.Client.CoreV1().Pods(cl.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r = awaitStatus(t, ctx, podWait, node+" not registered, with the kubelet's side", func(r statusRun) bool {
+	r := awaitStatus(t, ctx, podWait, node+" not registered, with the kubelet's side", func(r statusRun) bool {
 		n := r.node(cfg.Driver, node)
 		return r.code == 1 && n != nil && n.State == clusterstatus.StateNotRegistered && n.Pod != "" &&
 			n.Pod != cl.Namespace+"/"+pod.Name && (strings.Contains(n.Reason, "plugin watcher") || strings.Contains(n.Reason, "pod event"))
