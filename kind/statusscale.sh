@@ -32,7 +32,12 @@ bash kind/localnode/down.sh >"$out/localnode.log" 2>&1
 LOCALNODE_CONTROL_PLANE_QPS=$QPS bash kind/localnode/up.sh >>"$out/localnode.log" 2>&1
 eval "$(bash kind/localnode/env.sh)"
 
-"$kwok_bin" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
+# kwok's own stages (Ready nodes, running pods), from its module.
+stages="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+  echo "---"; cat "$stages/$f"
+done >"$out/stages.yaml"
+"$kwok_bin" --kubeconfig="$KUBECONFIG" --config="$out/stages.yaml" --manage-all-nodes=false \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-lease-duration-seconds=40 --server-address=127.0.0.1:10247 \
   --node-ip=127.0.0.1 --cidr=127.128.0.0/16 \
