@@ -83,7 +83,15 @@ start_daemon() {
     done
     exec setsid "$bin" "$@" </dev/null >"$LOG_DIR/$name.log" 2>&1
   ) &
-  echo $! >"$RUN_DIR/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$RUN_DIR/$name.pid"
+  # Return once the subshell has exec'ed the daemon (or died): until then its argv0 is
+  # bash, so pid_of (which guards against PID reuse by argv0) would call the daemon gone.
+  for ((i = 0; i < 250; i++)); do
+    proc_running "$pid" || break
+    [[ "$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1)" == "$bin" ]] && break
+    sleep 0.02
+  done
 }
 
 # start_kubelet: the kubelet as up.sh starts it (restart-kubelet.sh starts it the same way).
