@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -39,9 +37,7 @@ func TestBenchHealthUnderHostileConnections(t *testing.T) {
 	const probes = 50
 	const closeWindow = 20 * time.Second
 	dir := benchDir(t)
-	driverSock := filepath.Join(dir, "csi", "csi.sock")
-	os.MkdirAll(filepath.Dir(driverSock), 0o755)
-	startDriver(t, oursBin(t), driverSock, "hostile.csi.example.com")
+	driverSock := startBenchDriver(t, dir, "hostile.csi.example.com")
 	type result struct{ healthzP99, readyzP99, failed, openAt15, lastClose, hwm []float64 }
 	res := map[string]*result{}
 	for _, im := range ims {
@@ -49,9 +45,7 @@ func TestBenchHealthUnderHostileConnections(t *testing.T) {
 	}
 	for i := range runs {
 		for _, im := range alternate(ims, i) {
-			regDir := filepath.Join(dir, fmt.Sprintf("reg-%s-%d", im.name, i))
-			os.Mkdir(regDir, 0o755)
-			regSock := filepath.Join(regDir, "hostile.csi.example.com-reg.sock")
+			regDir, regSock := benchRegDir(dir, im, i, "hostile.csi.example.com")
 			addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 			p := startQuiet(t, im.bin, im.registerArgs(driverSock, regDir, "--http-endpoint="+addr)...)
 			kubeletRegister(t, regSock)

@@ -299,6 +299,24 @@ func (p *proc) stop() {
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 // startDriver starts `csi-registrar driver` on sock and waits until it serves.
+// startBenchDriver starts the reference driver as name on dir/csi/csi.sock,
+// the one driver all runs of a figure share, and returns that socket.
+func startBenchDriver(t *testing.T, dir, name string) string {
+	t.Helper()
+	sock := filepath.Join(dir, "csi", "csi.sock")
+	os.MkdirAll(filepath.Dir(sock), 0o755)
+	startDriver(t, oursBin(t), sock, name)
+	return sock
+}
+
+// benchRegDir makes the registration directory of run i of im, and returns it
+// with the path of the socket a registrar of driver creates there.
+func benchRegDir(dir string, im impl, i int, driver string) (regDir, regSock string) {
+	regDir = filepath.Join(dir, fmt.Sprintf("reg-%s-%d", im.name, i))
+	os.Mkdir(regDir, 0o755)
+	return regDir, filepath.Join(regDir, driver+"-reg.sock")
+}
+
 func startDriver(t *testing.T, bin, sock, name string) *proc {
 	t.Helper()
 	p := startQuiet(t, bin, "driver", "--endpoint=unix://"+sock, "--driver-name="+name, "--node-id=bench-node")
@@ -459,15 +477,12 @@ func TestBenchStartWithDriverServing(t *testing.T) {
 	ims := impls(t)
 	runs := benchEnvInt("BENCH_RUNS", 10)
 	dir := benchDir(t)
-	driverSock := filepath.Join(dir, "csi", "csi.sock")
-	os.MkdirAll(filepath.Dir(driverSock), 0o755)
-	startDriver(t, oursBin(t), driverSock, "bench.csi.example.com")
+	driverSock := startBenchDriver(t, dir, "bench.csi.example.com")
 	got := map[string][]float64{}
 	for i := range runs {
 		for _, im := range alternate(ims, i) {
-			regDir := filepath.Join(dir, fmt.Sprintf("reg-%s-%d", im.name, i))
-			os.Mkdir(regDir, 0o755)
-			a := newAnswerWaiter(t, filepath.Join(regDir, "bench.csi.example.com-reg.sock"))
+			regDir, regSock := benchRegDir(dir, im, i, "bench.csi.example.com")
+			a := newAnswerWaiter(t, regSock)
 			a.start()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			t0 := time.Now()
@@ -780,9 +795,7 @@ func TestBenchGetInfoFlood(t *testing.T) {
 	conns := benchEnvInt("BENCH_FLOOD_CONNS", 100)
 	calls := benchEnvInt("BENCH_FLOOD_CALLS", 1000)
 	dir := benchDir(t)
-	driverSock := filepath.Join(dir, "csi", "csi.sock")
-	os.MkdirAll(filepath.Dir(driverSock), 0o755)
-	startDriver(t, oursBin(t), driverSock, "flood.csi.example.com")
+	driverSock := startBenchDriver(t, dir, "flood.csi.example.com")
 	type result struct{ errors, p50, p99, max, growth, hwmGrowth, rate, cpuPerCall, cpuShare []float64 }
 	res := map[string]*result{}
 	for _, im := range ims {
@@ -790,9 +803,7 @@ func TestBenchGetInfoFlood(t *testing.T) {
 	}
 	for i := range runs {
 		for _, im := range alternate(ims, i) {
-			regDir := filepath.Join(dir, fmt.Sprintf("reg-%s-%d", im.name, i))
-			os.Mkdir(regDir, 0o755)
-			regSock := filepath.Join(regDir, "flood.csi.example.com-reg.sock")
+			regDir, regSock := benchRegDir(dir, im, i, "flood.csi.example.com")
 			var extra []string
 			profDir := os.Getenv("BENCH_PROFILE_DIR")
 			addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
