@@ -313,7 +313,11 @@ func driverSetup(ctx context.Context, root string) error {
 			return err
 		}
 	}
-	if err := d.findDriver(ctx); err != nil {
+	wpods, err := cl.Pods(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.findDriver(ctx, wpods); err != nil {
 		// Case 1 still tells whether and why the kubelet registers the
 		// driver; case 5, which kills the driver container, fails with this.
 		d.driverErr = err
@@ -360,15 +364,12 @@ func (d *driverUnderTest) updateNodes(ctx context.Context) error {
 // when that is not on a hostPath, the socket announced to the kubelet. It
 // must be the same container on every node; the error of a node where none
 // is found names what was tried.
-func (d *driverUnderTest) findDriver(ctx context.Context) error {
+// pods are the workload's pods by node.
+func (d *driverUnderTest) findDriver(ctx context.Context, pods map[string]*corev1.Pod) error {
 	d.registrar = d.spec.Registrar
 	sock, what := d.spec.HostSocket, "the registrar's --csi-address="+d.spec.CSIAddress+" on the node"
 	if sock == "" {
 		sock, what = d.spec.RegistrationPath, "the driver's socket the kubelet is told (GetInfo's endpoint)"
-	}
-	pods, err := cl.Pods(ctx)
-	if err != nil {
-		return err
 	}
 	for _, n := range d.nodes {
 		c, err := cl.SocketOwner(ctx, pods[n], sock)

@@ -47,32 +47,13 @@ const (
 // ---------------------------------------------------------------------------
 // Environment
 
-// localEnv is what kind/localnode/env.sh exports.
-type localEnv struct {
-	kubectl, kubeconfig, node, cache string
-}
-
+// loadLocalEnv reads the local node's environment (readLocalEnv) and checks
+// that the node is up.
 func loadLocalEnv(t *testing.T) localEnv {
 	t.Helper()
-	vars := map[string]string{}
-	for _, k := range []string{"KUBECTL", "KUBECONFIG", "NODE_NAME", "LOCALNODE_CACHE"} {
-		vars[k] = os.Getenv(k)
-	}
-	if vars["KUBECTL"] == "" || vars["NODE_NAME"] == "" {
-		out, err := exec.Command("bash", "../localnode/env.sh").Output()
-		if err != nil {
-			t.Fatalf("kind/localnode/env.sh: %v", err)
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			k, v, ok := strings.Cut(strings.TrimPrefix(l, "export "), "=")
-			if ok {
-				vars[k] = strings.Trim(v, "'")
-			}
-		}
-	}
-	e := localEnv{kubectl: vars["KUBECTL"], kubeconfig: vars["KUBECONFIG"], node: vars["NODE_NAME"], cache: vars["LOCALNODE_CACHE"]}
-	if e.kubectl == "" || e.node == "" {
-		t.Fatal("no local node environment: run kind/localnode/up.sh (see kind/localnode/README.md)")
+	e, err := readLocalEnv("../localnode")
+	if err != nil {
+		t.Fatalf("%v; is the local node up (bash kind/localnode/up.sh, see kind/localnode/README.md)?", err)
 	}
 	if _, err := os.Stat(pluginsRegistry); err != nil {
 		t.Fatalf("%s: %v; is the local node up (bash kind/localnode/up.sh)?", pluginsRegistry, err)

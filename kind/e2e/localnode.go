@@ -20,27 +20,18 @@ import (
 // this host, so node files are host files. Its scripts do the work; env.sh is
 // the single source of truth for paths.
 type localProvider struct {
-	root       string // repository root
-	scripts    string // kind/localnode
-	kubeconfig string
-	kubectl    string
-	node       string
-	containerd string // containerd socket
-	cache      string // LOCALNODE_CACHE: logs/ lives there
+	localEnv
+	root    string // repository root
+	scripts string // kind/localnode
 }
 
 func newLocalProvider(root string) (*localProvider, error) {
 	p := &localProvider{root: root, scripts: filepath.Join(root, "kind", "localnode")}
-	out, err := exec.Command("bash", "-c", `source "$1/env.sh" && printf '%s\0' "$KUBECONFIG" "$KUBECTL" "$NODE_NAME" "$CONTAINERD_ADDRESS" "$LOCALNODE_CACHE"`,
-		"env", p.scripts).Output()
+	env, err := readLocalEnv(p.scripts)
 	if err != nil {
-		return nil, fmt.Errorf("kind/localnode/env.sh: %w", err)
+		return nil, err
 	}
-	v := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-	if len(v) != 5 {
-		return nil, fmt.Errorf("kind/localnode/env.sh printed %q", out)
-	}
-	p.kubeconfig, p.kubectl, p.node, p.containerd, p.cache = v[0], v[1], v[2], v[3], v[4]
+	p.localEnv = env
 	return p, nil
 }
 

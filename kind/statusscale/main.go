@@ -181,7 +181,10 @@ func (s *scale) createPlugin(ctx context.Context) error {
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{"type": "kwok"},
-					Tolerations:  []corev1.Toleration{{Key: kwokKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+					// Every taint, as manifests/ does: kwok's, and the
+					// not-ready ones of nodes kwok has not (or no longer)
+					// marked Ready, so that scheduling does not wait on it.
+					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 					Containers: []corev1.Container{
 						{Name: "driver", Image: "csi-registrar:dev", Command: []string{"/csi-registrar", "driver"},
 							Args:         []string{"--endpoint=unix:///csi/csi.sock", "--driver-name=" + driver, "--node-id=$(KUBE_NODE_NAME)"},
@@ -435,11 +438,35 @@ func (s *scale) cleanup(ctx context.Context) error {
 		zero := int64(0)
 		_ = s.client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 	}
+	// One object at a time, s.workers at once: a delete-collection of
+	// thousands can outlive its request and leave some behind. The Node
+	// leases kwok wrote and the events the controllers wrote about the
+	// nodes go too: left in etcd they slow the next user of the node.
 	sel := metav1.ListOptions{LabelSelector: ownLabel + "=true"}
-	if err := s.client.StorageV1().CSINodes().DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
-		return err
+	for _, d := range []struct {
+		what string
+		del  func(context.Context, string) error
+	}{
+		{"CSINodes", func(ctx context.Context, n string) error {
+			return s.client.StorageV1().CSINodes().Delete(ctx, n, metav1.DeleteOptions{})
+		}},
+		{"Nodes", func(ctx context.Context, n string) error {
+			return s.client.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
+		}},
+		{"node Leases", func(ctx context.Context, n string) error {
+			return s.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, n, metav1.DeleteOptions{})
+		}},
+	} {
+		if err := s.parallel(ctx, "delete "+d.what, func(ctx context.Context, i int) error {
+			if err := d.del(ctx, nodeName(i)); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
-	if err := s.client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+	if err := s.deleteNodeEvents(ctx); err != nil {
 		return err
 	}
 	// Pods other DaemonSets (those tolerating every taint) placed on the
@@ -483,11 +510,75 @@ func (s *scale) cleanup(ctx context.Context) error {
 			return false, err
 		}
 		_, nsErr := s.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+		leases, err := s.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		leftover := false
+		for _, l := range leases.Items {
+			// kwok may renew a lease of a node it has not yet seen deleted.
+			if strings.HasPrefix(l.Name, nodePrefix) {
+				leftover = true
+				if err := s.client.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return false, err
+				}
+			}
+		}
+		if leftover {
+			return false, nil
+		}
 		return len(nodes.Items) == 0 && len(csinodes.Items) == 0 && apierrors.IsNotFound(nsErr), nil
 	})
 	if err != nil {
 		return fmt.Errorf("what statusscale created is not all gone: %v", err)
 	}
 	logf("removed everything statusscale created in %s", time.Since(t0).Round(time.Second))
+	return nil
+}
+
+// deleteNodeEvents deletes the events about the simulated nodes (the node
+// lifecycle controller's, kwok's), in every namespace.
+func (s *scale) deleteNodeEvents(ctx context.Context) error {
+	var names []types.NamespacedName
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
+		return s.client.CoreV1().Events("").List(ctx, o)
+	}))
+	err := p.EachListItem(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node"}, func(o runtime.Object) error {
+		if e := o.(*corev1.Event); strings.HasPrefix(e.InvolvedObject.Name, nodePrefix) {
+			names = append(names, types.NamespacedName{Namespace: e.Namespace, Name: e.Name})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("events of the simulated nodes: %w", err)
+	}
+	idx := make(chan types.NamespacedName)
+	errs := make(chan error, s.workers)
+	var wg sync.WaitGroup
+	for w := 0; w < s.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var first error
+			for n := range idx {
+				if err := s.client.CoreV1().Events(n.Namespace).Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) && first == nil {
+					first = fmt.Errorf("delete event %s: %w", n, err)
+				}
+			}
+			errs <- first
+		}()
+	}
+	for _, n := range names {
+		idx <- n
+	}
+	close(idx)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	logf("deleted %d events of the simulated nodes", len(names))
 	return nil
 }
