@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -317,6 +318,16 @@ func testAnyDriverPodDeleted(t *testing.T) {
 	// another identity is a new registrar's if a process listens on it (the
 	// controller may have started the replacement already).
 	atExit := registryAtExit(ctx, podRec, n, old.UID, d.registrar)
+	// The replacement is a pod that did not exist before the delete: on
+	// several nodes, the workload's other pods are Ready all along.
+	before, err := cl.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	existed := map[types.UID]bool{}
+	for _, p := range before {
+		existed[p.UID] = true
+	}
 
 	t0 := time.Now()
 	if err := cl.Client.CoreV1().Pods(cl.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
@@ -346,7 +357,7 @@ func testAnyDriverPodDeleted(t *testing.T) {
 	var moved string
 	_, ev = await(t, ctx, podRec, 0, podWait, "new pod Ready", func(s State) bool {
 		for _, p := range s.Pods() {
-			if p.Spec.NodeName != "" && p.UID != old.UID && p.DeletionTimestamp == nil && PodReady(p) {
+			if p.Spec.NodeName != "" && !existed[p.UID] && p.DeletionTimestamp == nil && PodReady(p) {
 				moved = p.Spec.NodeName
 				return true
 			}
@@ -365,11 +376,14 @@ func testAnyDriverPodDeleted(t *testing.T) {
 		}
 		return
 	}
+	if !d.spec.Workload.Moves() {
+		t.Fatalf("the new pod of %s runs on %s, the old one ran on %s: a DaemonSet's or a pinned pod's replacement runs on the same node", d.spec.Workload, moved, n)
+	}
 	// The pod moved: registered where it runs now, not where it was.
 	t.Logf("the new pod runs on %s, the old one ran on %s", moved, n)
 	e2 := expectSoon(t, ctx, moved)
 	var last []string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, shortWait, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, shortWait, true, func(ctx context.Context) (bool, error) {
 		r, err := cl.Registered(ctx, moved, d.name)
 		if err != nil {
 			return false, err
