@@ -425,8 +425,26 @@ func (s *scale) cleanup(ctx context.Context) error {
 	if err := s.client.AppsV1().DaemonSets(namespace).Delete(ctx, dsName, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	// The pods first, while kwok still runs their nodes and finishes their deletion.
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	// The pods first, at once (grace period 0): they run on simulated nodes
+	// only, where kwok, on 2 cores, finishes graceful deletions at about
+	// 700 a minute.
+	zero := int64(0)
+	var pods []types.NamespacedName
+	pl, err := s.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if pl != nil {
+		for _, p := range pl.Items {
+			pods = append(pods, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	if err := s.deleteAll(ctx, "pods of "+namespace, pods, func(ctx context.Context, n types.NamespacedName) error {
+		return s.client.CoreV1().Pods(n.Namespace).Delete(ctx, n.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := s.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{Limit: 1})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -434,9 +452,7 @@ func (s *scale) cleanup(ctx context.Context) error {
 		return err == nil && len(l.Items) == 0, nil
 	})
 	if err != nil {
-		logf("pods of %s not all gone (%v); deleting them now", namespace, err)
-		zero := int64(0)
-		_ = s.client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		return fmt.Errorf("pods of %s not all gone: %w", namespace, err)
 	}
 	// One object at a time, s.workers at once: a delete-collection of
 	// thousands can outlive its request and leave some behind. The Node
@@ -473,7 +489,6 @@ func (s *scale) cleanup(ctx context.Context) error {
 	// simulated nodes: with their nodes gone no kubelet finishes them, and
 	// no DaemonSet wants them back. Removed here rather than left to the pod
 	// garbage collector.
-	zero := int64(0)
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		left := 0
 		p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
@@ -552,6 +567,18 @@ func (s *scale) deleteNodeEvents(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("events of the simulated nodes: %w", err)
 	}
+	if err := s.deleteAll(ctx, "events of the simulated nodes", names, func(ctx context.Context, n types.NamespacedName) error {
+		return s.client.CoreV1().Events(n.Namespace).Delete(ctx, n.Name, metav1.DeleteOptions{})
+	}); err != nil {
+		return err
+	}
+	logf("deleted %d events of the simulated nodes", len(names))
+	return nil
+}
+
+// deleteAll deletes the objects named, s.workers at a time; an object
+// already gone is no error.
+func (s *scale) deleteAll(ctx context.Context, what string, names []types.NamespacedName, del func(context.Context, types.NamespacedName) error) error {
 	idx := make(chan types.NamespacedName)
 	errs := make(chan error, s.workers)
 	var wg sync.WaitGroup
@@ -561,8 +588,8 @@ func (s *scale) deleteNodeEvents(ctx context.Context) error {
 			defer wg.Done()
 			var first error
 			for n := range idx {
-				if err := s.client.CoreV1().Events(n.Namespace).Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) && first == nil {
-					first = fmt.Errorf("delete event %s: %w", n, err)
+				if err := del(ctx, n); err != nil && !apierrors.IsNotFound(err) && first == nil {
+					first = fmt.Errorf("delete %s: %s: %w", what, n, err)
 				}
 			}
 			errs <- first
@@ -579,6 +606,5 @@ func (s *scale) deleteNodeEvents(ctx context.Context) error {
 			return err
 		}
 	}
-	logf("deleted %d events of the simulated nodes", len(names))
 	return nil
 }
