@@ -125,19 +125,20 @@ stop_daemon() {
 
 # wait_for SECONDS COMMAND...: poll every 0.2 s until COMMAND succeeds.
 wait_for() {
-  local secs=$1 i; shift
-  for ((i = 0; i < secs * 5; i++)); do
-    "$@" >/dev/null 2>&1 && return 0
+  local end=$((SECONDS + $1)); shift
+  # A deadline by the clock, not a count of tries: a check can take seconds
+  # (listing thousands of pods), which made 60 s of tries last 20 minutes.
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < end)) || return 1
     sleep 0.2
   done
-  return 1
 }
 
 # wait_daemon NAME SECONDS COMMAND...: like wait_for, but fails fast (with the end of
 # the log) when the daemon exits, and on timeout.
 wait_daemon() {
-  local name=$1 secs=$2 i; shift 2
-  for ((i = 0; i < secs * 5; i++)); do
+  local name=$1 secs=$2 end=$((SECONDS + $2)); shift 2
+  while ((SECONDS < end)); do
     "$@" >/dev/null 2>&1 && return 0
     if ! alive "$name"; then
       tail -n 15 "$LOG_DIR/$name.log" >&2 || true

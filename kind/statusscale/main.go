@@ -96,7 +96,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "statusscale:", err)
 		rc = 1
 	}
-	cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer ccancel()
 	if err := s.cleanup(cctx); err != nil {
 		fmt.Fprintln(os.Stderr, "statusscale: cleanup:", err)
@@ -425,34 +425,12 @@ func (s *scale) cleanup(ctx context.Context) error {
 	if err := s.client.AppsV1().DaemonSets(namespace).Delete(ctx, dsName, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	// The pods first, at once (grace period 0): they run on simulated nodes
-	// only, where kwok, on 2 cores, finishes graceful deletions at about
-	// 700 a minute.
-	zero := int64(0)
-	var pods []types.NamespacedName
-	pl, err := s.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	// The pods first, at once (grace period 0): ours and those of other
+	// DaemonSets that tolerate every taint (manifests/' does), all on
+	// simulated nodes, where kwok, on 2 cores, finishes graceful deletions
+	// at about 700 a minute.
+	if err := s.deletePods(ctx); err != nil {
 		return err
-	}
-	if pl != nil {
-		for _, p := range pl.Items {
-			pods = append(pods, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
-		}
-	}
-	if err := s.deleteAll(ctx, "pods of "+namespace, pods, func(ctx context.Context, n types.NamespacedName) error {
-		return s.client.CoreV1().Pods(n.Namespace).Delete(ctx, n.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	}); err != nil {
-		return err
-	}
-	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := s.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{Limit: 1})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return err == nil && len(l.Items) == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("pods of %s not all gone: %w", namespace, err)
 	}
 	// One object at a time, s.workers at once: a delete-collection of
 	// thousands can outlive its request and leave some behind. The Node
@@ -485,26 +463,15 @@ func (s *scale) cleanup(ctx context.Context) error {
 	if err := s.deleteNodeEvents(ctx); err != nil {
 		return err
 	}
-	// Pods other DaemonSets (those tolerating every taint) placed on the
-	// simulated nodes: with their nodes gone no kubelet finishes them, and
-	// no DaemonSet wants them back. Removed here rather than left to the pod
-	// garbage collector.
-	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		left := 0
-		p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
-			return s.client.CoreV1().Pods("").List(ctx, o)
-		}))
-		err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-			pod := o.(*corev1.Pod)
-			if strings.HasPrefix(pod.Spec.NodeName, nodePrefix) {
-				left++
-				if err := s.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
-					return err
-				}
-			}
-			return nil
-		})
-		return left == 0, err
+	// Again, now that the nodes are gone: a DaemonSet that tolerates every
+	// taint may have placed pods there meanwhile, which no kubelet would
+	// ever finish.
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		left, err := s.simulatedPods(ctx)
+		if err != nil || len(left) == 0 {
+			return len(left) == 0, err
+		}
+		return false, s.deletePods(ctx)
 	})
 	if err != nil {
 		return fmt.Errorf("pods on the simulated nodes: %w", err)
@@ -548,6 +515,39 @@ func (s *scale) cleanup(ctx context.Context) error {
 		return fmt.Errorf("what statusscale created is not all gone: %v", err)
 	}
 	logf("removed everything statusscale created in %s", time.Since(t0).Round(time.Second))
+	return nil
+}
+
+// simulatedPods lists the pods on the simulated nodes and those of our
+// namespace, in every namespace.
+func (s *scale) simulatedPods(ctx context.Context) ([]types.NamespacedName, error) {
+	var names []types.NamespacedName
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
+		return s.client.CoreV1().Pods("").List(ctx, o)
+	}))
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		if pod := o.(*corev1.Pod); strings.HasPrefix(pod.Spec.NodeName, nodePrefix) || pod.Namespace == namespace {
+			names = append(names, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		}
+		return nil
+	})
+	return names, err
+}
+
+// deletePods deletes the pods simulatedPods lists, with grace period 0: no
+// kubelet runs them.
+func (s *scale) deletePods(ctx context.Context) error {
+	pods, err := s.simulatedPods(ctx)
+	if err != nil {
+		return err
+	}
+	zero := int64(0)
+	if err := s.deleteAll(ctx, "pods on the simulated nodes", pods, func(ctx context.Context, n types.NamespacedName) error {
+		return s.client.CoreV1().Pods(n.Namespace).Delete(ctx, n.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}); err != nil {
+		return err
+	}
+	logf("deleted %d pods on the simulated nodes", len(pods))
 	return nil
 }
 
