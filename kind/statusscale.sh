@@ -44,9 +44,14 @@ done >"$out/stages.yaml"
   >"$out/kwok.log" 2>&1 &
 kwok_pid=$!
 rc=0
-"$out/statusscale" -kubeconfig="$KUBECONFIG" -plugin=bin/kubectl-csi_registrar "$@" 2>&1 | tee "$out/result.log" || rc=1
+if [[ " $* " != *" -cleanup-only "* ]]; then
+  "$out/statusscale" -kubeconfig="$KUBECONFIG" -plugin=bin/kubectl-csi_registrar -cleanup=false "$@" 2>&1 | tee "$out/result.log" || rc=1
+fi
 kill "$kwok_pid" 2>/dev/null || true
 wait "$kwok_pid" 2>/dev/null || true
+# Removed once kwok is stopped: it renews (recreates) the leases of nodes it
+# has not yet seen deleted. Pods go with grace period 0: no kubelet runs them.
+"$out/statusscale" -kubeconfig="$KUBECONFIG" -cleanup-only "$@" 2>&1 | tee -a "$out/result.log" || rc=1
 
 bash kind/localnode/down.sh >>"$out/localnode.log" 2>&1 || rc=1
 if [[ $was_up = 1 ]]; then bash kind/localnode/up.sh >>"$out/localnode.log" 2>&1 || rc=1; fi

@@ -61,6 +61,7 @@ func main() {
 		runs               int
 		timeout            time.Duration
 		cleanupOnly        bool
+		cleanup            bool
 	)
 	flag.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster's admin kubeconfig")
 	flag.StringVar(&plugin, "plugin", "bin/kubectl-csi_registrar", "the plugin binary to measure")
@@ -70,6 +71,7 @@ func main() {
 	flag.IntVar(&workers, "workers", 32, "concurrent API writes while setting up")
 	flag.DurationVar(&timeout, "timeout", 40*time.Minute, "the whole run")
 	flag.BoolVar(&cleanupOnly, "cleanup-only", false, "only remove what an earlier (interrupted) run created")
+	flag.BoolVar(&cleanup, "cleanup", true, "remove what the run created at its end (statusscale.sh sets false and runs -cleanup-only once kwok is stopped: kwok renews the leases of deleted nodes)")
 	flag.Parse()
 	if nodes < 1 || notRegistered < 0 || notRegistered > 100 || runs < 1 || workers < 1 {
 		fmt.Fprintf(os.Stderr, "statusscale: -nodes=%d -not-registered=%v -runs=%d -workers=%d: want nodes, runs and workers ≥ 1 and 0 ≤ not-registered ≤ 100\n", nodes, notRegistered, runs, workers)
@@ -96,11 +98,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "statusscale:", err)
 		rc = 1
 	}
-	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer ccancel()
-	if err := s.cleanup(cctx); err != nil {
-		fmt.Fprintln(os.Stderr, "statusscale: cleanup:", err)
-		rc = 1
+	if cleanupOnly || cleanup {
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer ccancel()
+		if err := s.cleanup(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "statusscale: cleanup:", err)
+			rc = 1
+		}
 	}
 	os.Exit(rc)
 }
