@@ -70,8 +70,11 @@ func statusPlugin(t *testing.T) string {
 			pluginPath = p
 			return
 		}
-		dir, err := os.MkdirTemp("", "e2e-status-plugin")
-		if err != nil {
+		// Beside the suite's other build outputs (bin/e2e/, ignored by git),
+		// replaced by the next run: a temporary directory per run would be
+		// left behind with its 110 MB binary.
+		dir := filepath.Join(cl.RepoRoot, "bin", "e2e")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			pluginErr = err
 			return
 		}

@@ -21,7 +21,10 @@ gcRegistry: $registry
 sigStorageRegistry: $registry
 dockerLibraryRegistry: $registry
 EOT
-images=$(KUBE_TEST_REPO_LIST="$out/repo-list.yaml" "$e2e" --list-images 2>/dev/null) ||
+# TMPDIR: the binary leaves temporary kuberc files behind at start-up.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+images=$(TMPDIR="$tmp" KUBE_TEST_REPO_LIST="$out/repo-list.yaml" "$e2e" --list-images 2>/dev/null) ||
   { echo "images.sh: $e2e --list-images failed" >&2; exit 1; }
 busybox=$(grep -m1 "^$registry/busybox:" <<<"$images") ||
   { echo "images.sh: $e2e --list-images names no $registry/busybox image" >&2; exit 1; }

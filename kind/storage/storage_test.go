@@ -169,7 +169,9 @@ func TestExternalStorage(t *testing.T) {
 	}
 	defer logFile.Close()
 	cmd := exec.CommandContext(ctx, abs(*e2eFlag), args...)
-	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+abs(*repoListFlag), "KUBECONFIG="+p.Kubeconfig())
+	// TMPDIR: the framework writes temporary kuberc files at start-up and
+	// leaves them; in the test's own directory they go when it ends.
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+abs(*repoListFlag), "KUBECONFIG="+p.Kubeconfig(), "TMPDIR="+t.TempDir())
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	logf("running %s %s (log: %s)", *e2eFlag, strings.Join(args, " "), logPath)
 	t0 = time.Now()
