@@ -9,7 +9,7 @@
 # pods have loopback addresses (node 127.0.0.1 and "localhost", pods in
 # 127.128.0.0/16): the API server refuses to proxy to them at once, so that
 # no proxy call of the plugin leaves the host.
-#   statusscale.sh [statusscale flags, e.g. -nodes=2000]
+#   statusscale.sh [statusscale flags, e.g. -nodes=2000; -cleanup-only after an interrupted run]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -32,25 +32,25 @@ bash kind/localnode/down.sh >"$out/localnode.log" 2>&1
 LOCALNODE_CONTROL_PLANE_QPS=$QPS bash kind/localnode/up.sh >>"$out/localnode.log" 2>&1
 eval "$(bash kind/localnode/env.sh)"
 
-# kwok's own stages (Ready nodes, running pods), from its module.
-stages="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
-for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-  echo "---"; cat "$stages/$f"
-done >"$out/stages.yaml"
-"$kwok_bin" --kubeconfig="$KUBECONFIG" --config="$out/stages.yaml" --manage-all-nodes=false \
-  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --node-lease-duration-seconds=40 --server-address=127.0.0.1:10247 \
-  --node-ip=127.0.0.1 --cidr=127.128.0.0/16 \
-  >"$out/kwok.log" 2>&1 &
-kwok_pid=$!
 rc=0
 if [[ " $* " != *" -cleanup-only "* ]]; then
-  "$out/statusscale" -kubeconfig="$KUBECONFIG" -plugin=bin/kubectl-csi_registrar -cleanup=false "$@" 2>&1 | tee "$out/result.log" || rc=1
+  # kwok's own stages (Ready nodes, running pods), from its module.
+  stages="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+  for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"; cat "$stages/$f"
+  done >"$out/stages.yaml"
+  "$kwok_bin" --kubeconfig="$KUBECONFIG" --config="$out/stages.yaml" --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 --server-address=127.0.0.1:10247 \
+    --node-ip=127.0.0.1 --cidr=127.128.0.0/16 \
+    >"$out/kwok.log" 2>&1 &
+  kwok_pid=$!
+  "$out/statusscale" -kubeconfig="$KUBECONFIG" -plugin=bin/kubectl-csi_registrar "$@" 2>&1 | tee "$out/result.log" || rc=1
+  kill "$kwok_pid" 2>/dev/null || true
+  wait "$kwok_pid" 2>/dev/null || true
 fi
-kill "$kwok_pid" 2>/dev/null || true
-wait "$kwok_pid" 2>/dev/null || true
-# Removed once kwok is stopped: it renews (recreates) the leases of nodes it
-# has not yet seen deleted. Pods go with grace period 0: no kubelet runs them.
+# Removed once kwok is stopped: it recreates the leases of nodes deleted under
+# it. Pods go with grace period 0: no kubelet runs them.
 "$out/statusscale" -kubeconfig="$KUBECONFIG" -cleanup-only "$@" 2>&1 | tee -a "$out/result.log" || rc=1
 
 bash kind/localnode/down.sh >>"$out/localnode.log" 2>&1 || rc=1

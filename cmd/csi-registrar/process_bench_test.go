@@ -298,7 +298,6 @@ func (p *proc) stop() {
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
-// startDriver starts `csi-registrar driver` on sock and waits until it serves.
 // startBenchDriver starts the reference driver as name on dir/csi/csi.sock,
 // the one driver all runs of a figure share, and returns that socket.
 func startBenchDriver(t *testing.T, dir, name string) string {
@@ -317,6 +316,7 @@ func benchRegDir(dir string, im impl, i int, driver string) (regDir, regSock str
 	return regDir, filepath.Join(regDir, driver+"-reg.sock")
 }
 
+// startDriver starts `csi-registrar driver` on sock and waits until it serves.
 func startDriver(t *testing.T, bin, sock, name string) *proc {
 	t.Helper()
 	p := startQuiet(t, bin, "driver", "--endpoint=unix://"+sock, "--driver-name="+name, "--node-id=bench-node")

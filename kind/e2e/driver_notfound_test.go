@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/csi-registrar/csi-registrar/kind/e2e/driverspec"
+	"github.com/csi-registrar/csi-registrar/kind/e2e/sockowner"
 )
 
 // The driver suite's search for the driver container, on a manifest where it
@@ -29,6 +29,8 @@ const (
 	elsewhereDir       = "kind/e2e/testdata/driver-elsewhere"
 	elsewhereDriver    = "elsewhere.csi.example.com"
 	elsewhereNamespace = "csi-driver-elsewhere"
+	elsewhereRegistrar = "elsewhere-registrar" // the DaemonSets' app labels
+	elsewhereDriverSet = "elsewhere-driver"
 )
 
 func TestDriverContainerNotFound(t *testing.T) {
@@ -43,7 +45,7 @@ func TestDriverContainerNotFound(t *testing.T) {
 		t.Fatalf("%s: %v", elsewhereDir, err)
 	}
 	wantSock := "/var/lib/kubelet/plugins/" + elsewhereDriver + "/csi.sock"
-	if spec.Workload.Name != "elsewhere-registrar" || spec.Registrar != "registrar" || spec.HostSocket != wantSock {
+	if spec.Workload.Name != elsewhereRegistrar || spec.Registrar != "registrar" || spec.HostSocket != wantSock {
 		t.Fatalf("%s parsed as workload %s, registrar container %q, driver socket on the node %q; want DaemonSet elsewhere-registrar, registrar, %s",
 			elsewhereDir, spec.Workload, spec.Registrar, spec.HostSocket, wantSock)
 	}
@@ -71,7 +73,8 @@ func TestDriverContainerNotFound(t *testing.T) {
 	if _, err := cl.Kubectl(ctx, "apply", "-f", manifest); err != nil {
 		t.Fatal(err)
 	}
-	registrars := waitElsewhere(t, ctx)
+	pods := waitElsewhere(t, ctx)
+	registrars, drivers := pods[elsewhereRegistrar], pods[elsewhereDriverSet]
 
 	d := &driverUnderTest{spec: spec, nodes: allNodes}
 	err = d.findDriver(ctx, registrars)
@@ -80,11 +83,8 @@ func TestDriverContainerNotFound(t *testing.T) {
 	}
 	msg := err.Error()
 	t.Logf("the search failed as it must: %v", msg)
-	drivers, err := cl.Client.CoreV1().Pods(elsewhereNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=elsewhere-driver"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The error is about the first node the search visits.
+	// The error is about the first node the search visits; the owner it
+	// names is the driver DaemonSet's container there.
 	node := d.nodes[0]
 	want := []string{
 		"the registrar's --csi-address=/csi/csi.sock on the node",
@@ -93,22 +93,8 @@ func TestDriverContainerNotFound(t *testing.T) {
 		wantSock, "on node " + node,
 		"tried: the socket file " + wantSock,
 		"/proc/<pid>/fd", "/proc/<pid>/net/unix", "/proc/<pid>/root", "/proc/<pid>/cgroup",
+		"in container " + sockowner.ShortID(ContainerID(ContainerStatus(drivers[node], "driver"))),
 	}
-	// The owner it found: the driver DaemonSet's container on that node.
-	owner := ""
-	for i := range drivers.Items {
-		if p := &drivers.Items[i]; p.Spec.NodeName == node && p.DeletionTimestamp == nil {
-			id := ContainerID(ContainerStatus(p, "driver"))
-			if len(id) > 13 { // as the error shortens it
-				id = id[:13]
-			}
-			owner = "in container " + id
-		}
-	}
-	if owner == "" {
-		t.Fatalf("no pod of elsewhere-driver on node %s, though one was Ready", node)
-	}
-	want = append(want, owner)
 	for _, w := range want {
 		if !strings.Contains(msg, w) {
 			t.Errorf("the error does not say %q", w)
@@ -116,34 +102,29 @@ func TestDriverContainerNotFound(t *testing.T) {
 	}
 }
 
-// waitElsewhere waits until a pod of each DaemonSet of driver-elsewhere runs
-// on every node and the kubelet of every node has registered the driver;
-// it returns the registrar pods by node.
-func waitElsewhere(t *testing.T, ctx context.Context) map[string]*corev1.Pod {
+// waitElsewhere waits until a pod of each DaemonSet of driver-elsewhere is
+// Ready on every node and the kubelet of every node has registered the
+// driver; it returns the pods by DaemonSet and node.
+func waitElsewhere(t *testing.T, ctx context.Context) map[string]map[string]*corev1.Pod {
 	t.Helper()
 	t0 := time.Now()
 	var last string
-	var registrars map[string]*corev1.Pod
+	var pods map[string]map[string]*corev1.Pod
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		registrars = map[string]*corev1.Pod{}
-		for _, app := range []string{"elsewhere-registrar", "elsewhere-driver"} {
+		pods = map[string]map[string]*corev1.Pod{}
+		for _, app := range []string{elsewhereRegistrar, elsewhereDriverSet} {
 			l, err := cl.Client.CoreV1().Pods(elsewhereNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 			if err != nil {
 				return false, err
 			}
-			on := map[string]bool{}
+			pods[app] = map[string]*corev1.Pod{}
 			for i := range l.Items {
-				p := &l.Items[i]
-				if p.DeletionTimestamp != nil || !PodReady(p) {
-					continue
-				}
-				on[p.Spec.NodeName] = true
-				if app == "elsewhere-registrar" {
-					registrars[p.Spec.NodeName] = p
+				if p := &l.Items[i]; p.DeletionTimestamp == nil && PodReady(p) {
+					pods[app][p.Spec.NodeName] = p
 				}
 			}
 			for _, n := range allNodes {
-				if !on[n] {
+				if pods[app][n] == nil {
 					last = fmt.Sprintf("no Ready pod of %s on node %s", app, n)
 					return false, nil
 				}
@@ -164,11 +145,6 @@ func waitElsewhere(t *testing.T, ctx context.Context) map[string]*corev1.Pod {
 	if err != nil {
 		t.Fatalf("%s: %v: %s", elsewhereDir, err, last)
 	}
-	nodes := make([]string, 0, len(registrars))
-	for n := range registrars {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	measure(t, "apply "+elsewhereDir+" -> registered on "+strings.Join(nodes, ","), time.Since(t0))
-	return registrars
+	measure(t, "apply "+elsewhereDir+" -> registered on "+strings.Join(allNodes, ","), time.Since(t0))
+	return pods
 }

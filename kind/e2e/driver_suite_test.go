@@ -361,10 +361,9 @@ func (d *driverUnderTest) updateNodes(ctx context.Context) error {
 // findDriver learns the driver container on every node from what runs: the
 // container whose process listens on the CSI socket the registrar dials
 // (its --csi-address, on the node), or, without a registrar container or
-// when that is not on a hostPath, the socket announced to the kubelet. It
-// must be the same container on every node; the error of a node where none
-// is found names what was tried.
-// pods are the workload's pods by node.
+// when that is not on a hostPath, the socket announced to the kubelet, in
+// pods, the workload's pods by node. It must be the same container on every
+// node; the error of a node where none is found names what was tried.
 func (d *driverUnderTest) findDriver(ctx context.Context, pods map[string]*corev1.Pod) error {
 	d.registrar = d.spec.Registrar
 	sock, what := d.spec.HostSocket, "the registrar's --csi-address="+d.spec.CSIAddress+" on the node"

@@ -6,7 +6,8 @@
 // writes a CSINode entry and the Node annotation for every node (as the
 // kubelet would), runs the plugin (all registered, then with a share of the
 // nodes not registered) and prints wall time, API requests and the plugin's
-// peak RSS. Everything it created is removed at the end, and checked gone.
+// peak RSS. -cleanup-only removes everything a run created and checks it is
+// gone; statusscale.sh runs it after every run, once kwok is stopped.
 package main
 
 import (
@@ -61,7 +62,6 @@ func main() {
 		runs               int
 		timeout            time.Duration
 		cleanupOnly        bool
-		cleanup            bool
 	)
 	flag.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster's admin kubeconfig")
 	flag.StringVar(&plugin, "plugin", "bin/kubectl-csi_registrar", "the plugin binary to measure")
@@ -70,8 +70,7 @@ func main() {
 	flag.IntVar(&runs, "runs", 3, "runs of the plugin per measurement")
 	flag.IntVar(&workers, "workers", 32, "concurrent API writes while setting up")
 	flag.DurationVar(&timeout, "timeout", 40*time.Minute, "the whole run")
-	flag.BoolVar(&cleanupOnly, "cleanup-only", false, "only remove what an earlier (interrupted) run created")
-	flag.BoolVar(&cleanup, "cleanup", true, "remove what the run created at its end (statusscale.sh sets false and runs -cleanup-only once kwok is stopped: kwok renews the leases of deleted nodes)")
+	flag.BoolVar(&cleanupOnly, "cleanup-only", false, "remove what a run created, and nothing else (statusscale.sh runs it after every run, once kwok is stopped: kwok recreates the leases of nodes deleted under it)")
 	flag.Parse()
 	if nodes < 1 || notRegistered < 0 || notRegistered > 100 || runs < 1 || workers < 1 {
 		fmt.Fprintf(os.Stderr, "statusscale: -nodes=%d -not-registered=%v -runs=%d -workers=%d: want nodes, runs and workers ≥ 1 and 0 ≤ not-registered ≤ 100\n", nodes, notRegistered, runs, workers)
@@ -91,22 +90,14 @@ func main() {
 		os.Exit(2)
 	}
 	s := &scale{client: client, kubeconfig: kubeconfig, plugin: plugin, nodes: nodes, workers: workers}
-	rc := 0
+	run := func() error { return s.run(ctx, notRegistered, runs) }
 	if cleanupOnly {
-		logf("-cleanup-only: removing what an earlier run created")
-	} else if err := s.run(ctx, notRegistered, runs); err != nil {
+		run = func() error { return s.cleanup(ctx) }
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "statusscale:", err)
-		rc = 1
+		os.Exit(1)
 	}
-	if cleanupOnly || cleanup {
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		defer ccancel()
-		if err := s.cleanup(cctx); err != nil {
-			fmt.Fprintln(os.Stderr, "statusscale: cleanup:", err)
-			rc = 1
-		}
-	}
-	os.Exit(rc)
 }
 
 type scale struct {
@@ -126,7 +117,7 @@ func (s *scale) run(ctx context.Context, notRegistered float64, runs int) error 
 	if err := s.createPlugin(ctx); err != nil {
 		return err
 	}
-	if err := s.parallel(ctx, "create Nodes and CSINodes", func(ctx context.Context, i int) error { return s.createNode(ctx, i) }); err != nil {
+	if err := s.parallel(ctx, "create Nodes and CSINodes", s.nodes, func(ctx context.Context, i int) error { return s.createNode(ctx, i) }); err != nil {
 		return err
 	}
 	logf("%d Nodes with CSINode entries and annotations written in %s", s.nodes, time.Since(t0).Round(time.Second))
@@ -294,8 +285,9 @@ func (s *scale) waitPods(ctx context.Context) error {
 	return nil
 }
 
-// parallel runs f for every node index with s.workers at a time.
-func (s *scale) parallel(ctx context.Context, what string, f func(context.Context, int) error) error {
+// parallel runs f for every index below n with s.workers at a time, and
+// returns the first error (what and the index in it).
+func (s *scale) parallel(ctx context.Context, what string, n int, f func(context.Context, int) error) error {
 	idx := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -309,17 +301,17 @@ func (s *scale) parallel(ctx context.Context, what string, f func(context.Contex
 				err := f(ctx, i)
 				mu.Lock()
 				if err != nil && first == nil {
-					first = fmt.Errorf("%s: node %d: %w", what, i, err)
+					first = fmt.Errorf("%s: %d: %w", what, i, err)
 				}
 				done++
 				if done%1000 == 0 {
-					logf("%s: %d/%d", what, done, s.nodes)
+					logf("%s: %d/%d", what, done, n)
 				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for i := 0; i < s.nodes; i++ {
+	for i := 0; i < n; i++ {
 		select {
 		case idx <- i:
 		case <-ctx.Done():
@@ -455,7 +447,7 @@ func (s *scale) cleanup(ctx context.Context) error {
 			return s.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, n, metav1.DeleteOptions{})
 		}},
 	} {
-		if err := s.parallel(ctx, "delete "+d.what, func(ctx context.Context, i int) error {
+		if err := s.parallel(ctx, "delete "+d.what, s.nodes, func(ctx context.Context, i int) error {
 			if err := d.del(ctx, nodeName(i)); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
@@ -500,18 +492,10 @@ func (s *scale) cleanup(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
-		leftover := false
 		for _, l := range leases.Items {
-			// kwok may renew a lease of a node it has not yet seen deleted.
 			if strings.HasPrefix(l.Name, nodePrefix) {
-				leftover = true
-				if err := s.client.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					return false, err
-				}
+				return false, nil
 			}
-		}
-		if leftover {
-			return false, nil
 		}
 		return len(nodes.Items) == 0 && len(csinodes.Items) == 0 && apierrors.IsNotFound(nsErr), nil
 	})
@@ -583,32 +567,10 @@ func (s *scale) deleteNodeEvents(ctx context.Context) error {
 // deleteAll deletes the objects named, s.workers at a time; an object
 // already gone is no error.
 func (s *scale) deleteAll(ctx context.Context, what string, names []types.NamespacedName, del func(context.Context, types.NamespacedName) error) error {
-	idx := make(chan types.NamespacedName)
-	errs := make(chan error, s.workers)
-	var wg sync.WaitGroup
-	for w := 0; w < s.workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var first error
-			for n := range idx {
-				if err := del(ctx, n); err != nil && !apierrors.IsNotFound(err) && first == nil {
-					first = fmt.Errorf("delete %s: %s: %w", what, n, err)
-				}
-			}
-			errs <- first
-		}()
-	}
-	for _, n := range names {
-		idx <- n
-	}
-	close(idx)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
+	return s.parallel(ctx, "delete "+what, len(names), func(ctx context.Context, i int) error {
+		if err := del(ctx, names[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s: %w", names[i], err)
 		}
-	}
-	return nil
+		return nil
+	})
 }

@@ -111,13 +111,13 @@ func (f Finding) Container(pod string, containers map[string]string) (string, er
 	var ids []string
 	for name, id := range containers {
 		byID[id] = name
-		ids = append(ids, name+"="+short(id))
+		ids = append(ids, name+"="+ShortID(id))
 	}
 	sort.Strings(ids)
 	found := map[string]bool{}
 	var owners []string
 	for _, o := range f.Owners {
-		owners = append(owners, fmt.Sprintf("pid %d (%s) in container %s", o.PID, o.Comm, orNone(short(o.ContainerID))))
+		owners = append(owners, fmt.Sprintf("pid %d (%s) in container %s", o.PID, o.Comm, orNone(ShortID(o.ContainerID))))
 		if name, ok := byID[o.ContainerID]; ok {
 			found[name] = true
 		}
@@ -139,7 +139,8 @@ func (f Finding) Container(pod string, containers map[string]string) (string, er
 	return "", fmt.Errorf("cannot find the driver container of pod %s: processes of %d of its containers (%s) listen on %s on node %s: %s", pod, len(names), strings.Join(names, ", "), f.Path, f.Node, strings.Join(owners, ", "))
 }
 
-func short(id string) string {
+// ShortID is a container ID as the errors print it: its first 13 characters.
+func ShortID(id string) string {
 	if len(id) > 13 {
 		return id[:13]
 	}
