@@ -11,7 +11,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // The control loop's handlers of the driver's events: its socket, its

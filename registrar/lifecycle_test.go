@@ -13,8 +13,8 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // Behaviour 1: the registrar started before the driver waits on file events

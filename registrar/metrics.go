@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // metrics count what the registrar's Prometheus series report; write renders

@@ -11,8 +11,8 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/grpcserve"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // SupportedVersions are the CSI plugin API versions announced to the kubelet.

@@ -11,7 +11,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // The control loop's handlers of the registration socket's and the

@@ -3,7 +3,7 @@ package registrar
 import (
 	"errors"
 
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // faultStages is the stage the control loop enters for each listen fault

@@ -21,8 +21,8 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 )
 
 // Issue 12 item 4 (kubernetes/kubernetes#138170): the kubelet calls GetInfo

@@ -32,8 +32,8 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/grpcserve"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // DefaultName is the driver name used when Options.Name is empty.

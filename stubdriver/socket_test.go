@@ -11,7 +11,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 

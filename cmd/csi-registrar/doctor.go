@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/csi-registrar/csi-registrar/registrar/doctor"
+	"github.com/csi-registrar/csi-registrar/internal/doctor"
 )
 
 func doctorCommand() *cli.Command {

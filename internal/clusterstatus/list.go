@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/csi-registrar/csi-registrar/registrar/nodeplugin"
+	"github.com/csi-registrar/csi-registrar/internal/nodeplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"

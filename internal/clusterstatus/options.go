@@ -4,7 +4,7 @@
 //
 // It reads one paginated list per resource kind (Nodes, CSINodes,
 // CSIDrivers, Pods, DaemonSets), recognises node plugin pods by the shared
-// rule of registrar/nodeplugin, and only for nodes that are not registered
+// rule of internal/nodeplugin, and only for nodes that are not registered
 // asks, through the API server's proxy, the registrar's /readyz
 // (csi-registrar) or the kubelet's plugin watcher metric and the pod's
 // events (other registrars): with bounded concurrency, each call within a

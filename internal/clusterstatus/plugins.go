@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/csi-registrar/csi-registrar/registrar/nodeplugin"
+	"github.com/csi-registrar/csi-registrar/internal/nodeplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"

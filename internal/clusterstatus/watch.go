@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/csi-registrar/csi-registrar/registrar/nodeplugin"
+	"github.com/csi-registrar/csi-registrar/internal/nodeplugin"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"

@@ -21,8 +21,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/csi-registrar/csi-registrar/internal/nodeplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/csi-registrar/csi-registrar/registrar/nodeplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -9,7 +9,7 @@ import (
 
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/csi-registrar/csi-registrar/registrar/grpcserve"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/grpcserve"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 

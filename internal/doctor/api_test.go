@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/doctor"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/csi-registrar/csi-registrar/registrar/doctor"
 )
 
 // fakeAPIServer is a real HTTPS server (net/http/httptest) serving the three

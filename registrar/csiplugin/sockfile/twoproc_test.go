@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // childEnv makes the test binary run contend (below) instead of the tests:

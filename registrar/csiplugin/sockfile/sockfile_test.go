@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
-	"github.com/csi-registrar/csi-registrar/registrar/sockfile"
 	"github.com/fsnotify/fsnotify"
 )
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/csi-registrar/csi-registrar/registrar/doctor"
+	"github.com/csi-registrar/csi-registrar/internal/doctor"
 )
 
 // node is a test node: a short temporary directory holding the kubelet's

@@ -12,8 +12,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 
+	"github.com/csi-registrar/csi-registrar/internal/doctor"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/csi-registrar/csi-registrar/registrar/doctor"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 
