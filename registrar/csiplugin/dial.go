@@ -3,6 +3,7 @@ package csiplugin
 import (
 	"context"
 	"net"
+	"net/url"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,9 +16,11 @@ import (
 // authority "localhost". The reconnect backoff is short (10 ms doubling to
 // 1 s) so a server that comes back is seen quickly. opts come after these
 // and override them (e.g. grpc.WithContextDialer to reach the socket another
-// way, grpc.WithUserAgent).
+// way, grpc.WithUserAgent). Any path works, one with '%' or '?' included:
+// it is escaped into the target's URL, which gRPC parses.
 func Dial(path string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+path, append([]grpc.DialOption{
+	target := (&url.URL{Scheme: "passthrough", Path: "/" + path}).String()
+	return grpc.NewClient(target, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
