@@ -38,13 +38,13 @@ func (l *loop) lookAtDriver(ctx context.Context) error {
 		l.ask(ctx, true)
 		return nil
 	case err == nil:
-		return optionFailed(OptionCSIAddress, "%[1]s "+path+" is a %[2]v, not a socket: point %[1]s at the socket the CSI driver listens on",
-			errors.New(sockfile.FileKind(st.Mode())))
+		return &OptionError{Option: OptionCSIAddress, Value: path, Op: "connect to",
+			Err: errors.New("it is a " + sockfile.FileKind(st.Mode()) + ", not a socket"), Fix: "point it at the socket the CSI driver listens on"}
 	case errors.Is(err, fs.ErrNotExist):
 		l.driverMissing(errors.New("socket does not exist yet"), reconcilePeriod)
 		return nil
 	}
-	return optionFailed(OptionCSIAddress, "inspect %[1]s "+path+": %[2]v", err)
+	return &OptionError{Option: OptionCSIAddress, Value: path, Op: "inspect", Err: err}
 }
 
 // driverMissing records, while waiting, why the driver did not answer, and
@@ -93,8 +93,8 @@ func (l *loop) onFirstAnswer(a driverAnswer) error {
 	l.progress.stop()
 	l.deadline.stop()
 	if err := l.watcher.Add(l.r.opts.PluginRegistrationPath); err != nil {
-		return optionFailed(OptionPluginRegistrationPath, "watch %[1]s "+l.r.opts.PluginRegistrationPath+
-			": %[2]v; mount the kubelet's plugins_registry there", err)
+		return &OptionError{Option: OptionPluginRegistrationPath, Value: l.r.opts.PluginRegistrationPath, Op: "watch",
+			Err: err, Fix: "mount the kubelet's plugins_registry there"}
 	}
 	l.begin(a.name, a.path)
 	return nil
@@ -150,8 +150,9 @@ func (l *loop) onStillWaiting() {
 
 // onConnectionTimeout: Options.ConnectionTimeout passed without an answer.
 func (l *loop) onConnectionTimeout() error {
-	return optionFailed(OptionConnectionTimeout, fmt.Sprintf("the CSI driver at %s did not answer within %%[1]s=%s (waited %s): %%[2]v",
-		l.r.driverPath, l.r.opts.ConnectionTimeout, l.r.clock.Now().Sub(l.waitStart).Round(time.Millisecond)), l.lastErr)
+	return &OptionError{Option: OptionConnectionTimeout, Value: l.r.opts.ConnectionTimeout.String(),
+		Err: &DriverTimeoutError{Address: l.r.driverPath, Waited: l.r.clock.Now().Sub(l.waitStart).Round(time.Millisecond), Err: l.lastErr},
+		Fix: "check that the driver's container runs and listens there, or allow a longer wait"}
 }
 
 // onWatcherError: events were lost (e.g. an inotify queue overflow).

@@ -97,7 +97,8 @@ func (r *Registrar) serveReadyz(w http.ResponseWriter, req *http.Request) {
 func (r *Registrar) startHTTP() (stop func(), err error) {
 	ln, err := net.Listen("tcp", r.opts.HTTPEndpoint)
 	if err != nil {
-		return nil, optionFailed(OptionHTTPEndpoint, "listen on %[1]s "+r.opts.HTTPEndpoint+": %[2]v; use a free port, or an address of this host", err)
+		return nil, &OptionError{Option: OptionHTTPEndpoint, Value: r.opts.HTTPEndpoint, Op: "listen on", Err: err,
+			Fix: "use a free port, or an address of this host"}
 	}
 	lim := r.httpLimits
 	conns := newConnTable(lim.maxConns)

@@ -1,7 +1,6 @@
 package registrar
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -81,55 +80,6 @@ const (
 	// first step would re-create the socket in a busy loop.
 	MinRegistrationRetryMax = time.Second
 )
-
-// OptionError is an error about the value of one option. Its message calls
-// the option "Options.<Option>"; a program that sets options from flags
-// names the flag instead with Describe. When Err is a
-// *csiplugin.ValidationError the value breaks a rule (errors.As and
-// csiplugin.IsValidationError find it); otherwise acting on the value
-// failed (e.g. listening on HTTPEndpoint), and Err says how.
-type OptionError struct {
-	Option Option
-	Err    error
-	// Format, for a failure that is not a ValidationError, is the message
-	// with %[1]s where the option's name goes and %[2]v where Err goes.
-	Format string
-}
-
-func (e *OptionError) Error() string { return e.Describe("Options." + string(e.Option)) }
-
-// Describe returns the message with the option called name, e.g. "--timeout".
-func (e *OptionError) Describe(name string) string {
-	var ve *csiplugin.ValidationError
-	if e.Format == "" && errors.As(e.Err, &ve) {
-		named := *ve
-		named.What = name
-		return named.Error()
-	}
-	return fmt.Sprintf(e.Format, name, e.Err)
-}
-
-func (e *OptionError) Unwrap() error { return e.Err }
-
-// invalid returns the *OptionError for opt's value v breaking rule.
-func invalid(opt Option, v, rule, fix string) *OptionError {
-	return &OptionError{Option: opt, Err: &csiplugin.ValidationError{What: "Options." + string(opt), Value: v, Rule: rule, Fix: fix}}
-}
-
-// optionFailed returns the *OptionError for acting on opt having failed;
-// format has %[1]s for the option's name and %[2]v for err.
-func optionFailed(opt Option, format string, err error) *OptionError {
-	return &OptionError{Option: opt, Err: err, Format: format}
-}
-
-// ruleOf names opt in err, a *csiplugin.ValidationError of a shared rule.
-func ruleOf(opt Option, err error) error {
-	var ve *csiplugin.ValidationError
-	if !errors.As(err, &ve) {
-		return err
-	}
-	return &OptionError{Option: opt, Err: ve}
-}
 
 // Option names a field of Options (or of a library's options built on the
 // same error, e.g. stubdriver's), as an *OptionError reports it.

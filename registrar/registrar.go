@@ -11,6 +11,14 @@
 //
 // The registrar runs as a sidecar (`csi-registrar register`) or inside a driver
 // process: create one with New and call Run with a context that ends it.
+//
+// Errors are values: an *OptionError names the option, its value, what was
+// attempted with it, the cause and the fix, and a program that sets options
+// from flags names the flag instead with OptionError.Describe. A value that
+// breaks a rule is a *csiplugin.ValidationError (inside the *OptionError of
+// its option, except the driver's name); a driver that did not answer in
+// time is a *DriverTimeoutError inside the *OptionError of
+// ConnectionTimeout.
 package registrar
 
 import (
@@ -45,9 +53,11 @@ type Registrar struct {
 	newWatcher func() (*fsnotify.Watcher, error)
 }
 
-// New checks opts and returns a Registrar. An *OptionError wrapping a
-// *csiplugin.ValidationError means an option is wrong; nothing has been
-// created.
+// New checks opts and returns a Registrar. Its errors mean a value breaks
+// a rule, and nothing has been created: an *OptionError wrapping a
+// *csiplugin.ValidationError, or with DriverName, a bare
+// *csiplugin.ValidationError of the driver name or of the registration
+// socket path it makes.
 func New(opts Options) (*Registrar, error) {
 	cfg, err := opts.validate()
 	if err != nil {
@@ -74,10 +84,22 @@ var errRunTwice = errors.New("registrar: Run was called twice; a Registrar runs 
 
 // Run registers the driver and keeps it registered until ctx ends, then stops
 // serving and removes the registration socket if it still is the one this
-// Registrar created. It returns nil when ctx ends, a *csiplugin.ValidationError when the
-// driver reports an invalid name, and other errors when the driver cannot be
-// reached within ConnectionTimeout or a directory cannot be watched. After Run
-// returns the status is StageStopped. Run may be called once.
+// Registrar created. After Run returns the status is StageStopped. Run may be
+// called once.
+//
+// Run returns nil when ctx ends. Otherwise it returns:
+//   - an *OptionError when acting on an option failed: HTTPEndpoint cannot be
+//     listened on; the directory of CSIAddress or PluginRegistrationPath
+//     cannot be watched; CSIAddress cannot be inspected or is not a socket;
+//     or the driver did not answer within ConnectionTimeout (its Err is a
+//     *DriverTimeoutError);
+//   - an error wrapping a *csiplugin.ValidationError when the driver
+//     reports a name the kubelet cannot register;
+//   - the driver's error when GetPluginInfo or Probe fails in a way waiting
+//     does not cure (e.g. codes.Unimplemented);
+//   - other errors when the file watcher cannot start or stops, the gRPC
+//     client of the driver cannot be created, or Run is called a second
+//     time.
 func (r *Registrar) Run(ctx context.Context) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return errRunTwice
@@ -113,8 +135,8 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 	}
 
 	if err := watcher.Add(filepath.Dir(r.driverPath)); err != nil {
-		return optionFailed(OptionCSIAddress, "watch "+filepath.Dir(r.driverPath)+", the directory of the driver socket "+r.driverPath+
-			": %[2]v; check the volume mount of %[1]s", err)
+		return &OptionError{Option: OptionCSIAddress, Value: r.driverPath, Op: "watch the directory of", Path: filepath.Dir(r.driverPath),
+			Err: err, Fix: "check the volume mount of that directory"}
 	}
 	return r.newLoop(drv, watcher).run(ctx)
 }

@@ -17,6 +17,14 @@
 // k8s.io/mount-utils logs through k8s.io/klog/v2. A program that wants one log
 // format routes klog into its slog logger once, in main (klog.SetSlogLogger);
 // this package never touches klog's global settings.
+//
+// Errors are values. An option whose value is wrong, or that cannot be acted
+// on, is reported as the registrar's: a *registrar.OptionError naming the
+// field (OptionEndpoint, OptionStateDir, …), so a program names its own flag
+// with Describe as it does for registrar.Options. The node's identity (Name,
+// NodeID, Topology) and ParseTopology's arguments are checked by the
+// kubelet's rules and refused with a bare *csiplugin.ValidationError.
+// Errors of the CSI calls are gRPC statuses with the CSI spec's codes.
 package stubdriver
 
 import (
@@ -96,7 +104,7 @@ const (
 
 // invalid returns the error for the option opt's value v breaking rule.
 func invalid(opt registrar.Option, v, rule, fix string) error {
-	return &registrar.OptionError{Option: opt, Err: &csiplugin.ValidationError{What: "Options." + string(opt), Value: v, Rule: rule, Fix: fix}}
+	return &registrar.OptionError{Option: opt, Value: v, Err: &csiplugin.ValidationError{What: "Options." + string(opt), Value: v, Rule: rule, Fix: fix}}
 }
 
 // DefaultShutdownTimeout is Options.ShutdownTimeout's default.
@@ -113,7 +121,13 @@ type Driver struct {
 	registrar *registrar.Registrar
 }
 
-// New checks opts and returns a Driver. Errors are *csiplugin.ValidationError.
+// New checks opts and returns a Driver. Every error means a value breaks a
+// rule, and errors.As finds a *csiplugin.ValidationError in it:
+//   - a *registrar.OptionError for Endpoint, MaxVolumesPerNode, StateDir,
+//     KubeletPodsDir and ShutdownTimeout (as registrar.OptionShutdownTimeout);
+//   - a *csiplugin.ValidationError for Name, NodeID, Topology, and for
+//     Register.CSIAddress or Register.DriverName set to another driver's;
+//   - registrar.New's errors for the other options of Register.
 func New(opts Options) (*Driver, error) {
 	if opts.Name == "" {
 		opts.Name = DefaultName
@@ -186,6 +200,12 @@ func validateNodeID(id string) error {
 // Run serves the CSI socket until ctx ends, then stops gracefully and removes
 // the socket. A stale socket at the path is replaced; a live one, or a file
 // that is not a socket, is an error and is left alone.
+//
+// Run's errors: a *registrar.OptionError of OptionStateDir when the state
+// directory cannot be created or its mode set; a *sockfile.ListenError when
+// the socket cannot be created; an error wrapping the gRPC server's when it
+// stops serving; and, with Options.Register, an error wrapping the
+// registrar's Run error.
 //
 // With Options.Register, Run registers the driver with the kubelet once the
 // CSI socket is listening, and on the way out removes the registration

@@ -54,14 +54,17 @@ func newVolumes(dir, podsDir string, log *slog.Logger) *volumes {
 // pods only (as emptyDir volumes below /var/lib/kubelet/pods, mode 0750).
 const stateDirMode fs.FileMode = 0o750
 
+// stateDirFix is the advice of an error creating the state directory.
+const stateDirFix = "run the driver as root, on a writable directory of the host (a hostPath volume)"
+
 // init creates the state directory if needed and sets its mode: a hostPath
 // volume of type DirectoryOrCreate makes it 0755.
 func (v *volumes) init() error {
 	if err := os.MkdirAll(v.dir, stateDirMode); err != nil {
-		return &registrar.OptionError{Option: OptionStateDir, Format: "create the state directory (%[1]s): %[2]v", Err: err}
+		return &registrar.OptionError{Option: OptionStateDir, Value: v.dir, Op: "create", Err: err, Fix: stateDirFix}
 	}
 	if err := os.Chmod(v.dir, stateDirMode); err != nil {
-		return &registrar.OptionError{Option: OptionStateDir, Format: "set the mode of the state directory (%[1]s): %[2]v", Err: err}
+		return &registrar.OptionError{Option: OptionStateDir, Value: v.dir, Op: "set the mode of", Err: err, Fix: stateDirFix}
 	}
 	return nil
 }
