@@ -107,10 +107,10 @@ missing permission).`,
 				opts.Namespace = *config.Namespace
 			}
 			if err := opts.Validate(); err != nil {
-				return badInput{err}
+				return badInput{named(err)}
 			}
 			if err := clusterstatus.ValidOutput(output); err != nil {
-				return badInput{err}
+				return badInput{named(err)}
 			}
 			restConfig, err := config.ToRESTConfig()
 			if err != nil {
@@ -157,6 +157,27 @@ missing permission).`,
 	f.BoolVar(&opts.NoProxy, "no-proxy", false, "make no proxy calls (reasons from the API objects only)")
 	f.BoolVar(&stats, "stats", false, "print on stderr the API requests made and the wall time")
 	return cmd
+}
+
+// optionNames names the argument or flag that sets each input of
+// clusterstatus, as its *clusterstatus.OptionError reports it.
+var optionNames = map[clusterstatus.Option]string{
+	clusterstatus.OptionDriver:           "DRIVER",
+	clusterstatus.OptionProxyTimeout:     "--proxy-timeout",
+	clusterstatus.OptionProxyConcurrency: "--proxy-concurrency",
+	clusterstatus.OptionFormat:           "-o",
+}
+
+// named is err with the library's field called by the command's argument
+// or flag.
+func named(err error) error {
+	var oe *clusterstatus.OptionError
+	if errors.As(err, &oe) {
+		if name, ok := optionNames[oe.Option]; ok {
+			return errors.New(oe.Describe(name))
+		}
+	}
+	return err
 }
 
 // requestCounter counts the API requests, by kind.

@@ -20,15 +20,15 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"status", "-o", "table"}, `-o "table"`},
 		{[]string{"status", "--bogus"}, "--bogus"},
 		{[]string{"status", "bad/name"}, `DRIVER "bad/name"`},
-		{[]string{"status", "--proxy-timeout=0s"}, "--proxy-timeout=0s"},
-		{[]string{"status", "--proxy-concurrency=0"}, "--proxy-concurrency=0"},
+		{[]string{"status", "--proxy-timeout=0s"}, `--proxy-timeout "0s"`},
+		{[]string{"status", "--proxy-concurrency=0"}, `--proxy-concurrency "0"`},
 		{[]string{"status", "--kubeconfig", missing}, "kubeconfig"},
 		{[]string{"nosuchcommand"}, "unknown command"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), tc.args, &out, &errOut)
-		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
-			t.Errorf("%q: exit %d, stderr %q; want 2 naming %q", tc.args, code, errOut.String(), tc.want)
+		if code != 2 || !strings.Contains(errOut.String(), tc.want) || strings.Contains(errOut.String(), "Options.") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming %q, not a library field", tc.args, code, errOut.String(), tc.want)
 		}
 	}
 }

@@ -9,10 +9,18 @@
 // (csi-registrar) or the kubelet's plugin watcher metric and the pod's
 // events (other registrars): with bounded concurrency, each call within a
 // deadline that, when passed, is reported rather than waited on.
+//
+// Errors: Options.Validate and ValidOutput return an *OptionError naming the
+// field (Options.ProxyTimeout, Printer.Format, …), which a command names as
+// its own flag with Describe. Status returns an error only when ctx ends;
+// Watch returns report's error, or an error when it cannot watch (a kind
+// cannot be listed, or its cache did not fill). What cannot be read is
+// otherwise in Report.Unknown.
 package clusterstatus
 
 import (
-	"fmt"
+	"errors"
+	"strconv"
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -39,19 +47,23 @@ const (
 	DefaultProxyConcurrency = 16
 )
 
-// Validate checks the options once; the error names the value, the rule and
-// the fix.
+// Validate checks the options once. An error is an *OptionError naming the
+// field, the value, the rule and the fix.
 func (o *Options) Validate() error {
 	if o.Driver != "" {
-		if err := csiplugin.ValidateDriverName(o.Driver); err != nil {
-			return fmt.Errorf("DRIVER %q: %w; name a CSI driver as `kubectl get csidrivers` lists it", o.Driver, err)
+		var ve *csiplugin.ValidationError
+		if err := csiplugin.ValidateDriverName(o.Driver); errors.As(err, &ve) {
+			return &OptionError{Option: OptionDriver, Value: o.Driver, Rule: ve.Rule,
+				Fix: "name a CSI driver as `kubectl get csidrivers` lists it"}
 		}
 	}
 	if o.ProxyTimeout <= 0 {
-		return fmt.Errorf("--proxy-timeout=%s: must be positive, e.g. 5s", o.ProxyTimeout)
+		return &OptionError{Option: OptionProxyTimeout, Value: o.ProxyTimeout.String(), Rule: "must be positive",
+			Fix: "use a duration such as " + DefaultProxyTimeout.String()}
 	}
 	if o.ProxyConcurrency < 1 {
-		return fmt.Errorf("--proxy-concurrency=%d: must be at least 1, e.g. %d", o.ProxyConcurrency, DefaultProxyConcurrency)
+		return &OptionError{Option: OptionProxyConcurrency, Value: strconv.Itoa(o.ProxyConcurrency), Rule: "must be at least 1",
+			Fix: "use e.g. " + strconv.Itoa(DefaultProxyConcurrency)}
 	}
 	return nil
 }

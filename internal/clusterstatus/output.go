@@ -20,13 +20,15 @@ const (
 	OutputYAML  = "yaml"
 )
 
-// ValidOutput reports whether -o names a format.
+// ValidOutput checks that o is one of the formats a Printer writes. An error
+// is an *OptionError of OptionFormat.
 func ValidOutput(o string) error {
 	switch o {
 	case OutputTable, OutputWide, OutputJSON, OutputYAML:
 		return nil
 	}
-	return fmt.Errorf("-o %q: not an output format; use wide, json or yaml (or no -o for the table)", o)
+	return &OptionError{Option: OptionFormat, Value: o, Rule: "is not an output format",
+		Fix: "use wide, json or yaml (or none for the table)"}
 }
 
 // Printer writes reports. Watching, it writes the table's header once and
