@@ -124,6 +124,7 @@ func analyze(snap *Snapshot, driver string) (*Report, []probeTask) {
 			d.count(n, expected)
 			d.Nodes = append(d.Nodes, n)
 		}
+		d.judge(snap)
 		r.Drivers = append(r.Drivers, d)
 	}
 	// Node plugins whose driver could not be told.
