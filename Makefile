@@ -138,18 +138,21 @@ bench-status-scale: build ## kubectl csi-registrar status on STATUS_NODES (5000)
 # ---- release: the artifacts of one version (docs/development.md "Releases") ---
 # $(RELEASE_DIR): static binaries for linux/amd64 and linux/arm64 (built as by
 # `make build`; the image's and the kubectl plugin's), one multi-arch OCI image (an image index of both) as an OCI
-# archive and its digest, a CycloneDX SBOM of the linked Go modules, and
-# SHA256SUMS; written by internal/release/assemble (Go: no container tool
-# needed), then checked by the release checker (internal/release, TestReleaseDir).
+# archive and its digest, a CycloneDX SBOM of the linked Go modules, the
+# kubectl plugin's .tar.gz archives and their krew manifest, and SHA256SUMS;
+# written by internal/release/assemble (Go: no container tool needed), then checked by the release checker (internal/release, TestReleaseDir).
 # Only files named as a release names them are removed from $(RELEASE_DIR).
 RELEASE_DIR    ?= bin/release
+# Where the release's files will be downloaded from (the krew manifest's URIs);
+# empty: the GitHub release of $(VERSION).
+RELEASE_DOWNLOAD_URL ?=
 RELEASE_ARCHS  := amd64 arm64
 # The SBOM's build tags: those of GOBUILD (the checker compares them with the binaries').
 RELEASE_TAGS   := grpcnotrace,urfave_cli_no_docs,urfave_cli_no_suggest
 RELEASE_SEMVER := ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$
 
 .PHONY: release
-release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBOM, SHA256SUMS in $(RELEASE_DIR), checked
+release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBOM, krew manifest, SHA256SUMS in $(RELEASE_DIR), checked
 	@if [ "$(origin VERSION)" = file ]; then \
 	  echo "make release: name the version: make release VERSION=vMAJOR.MINOR.PATCH (not git describe's $(VERSION))" >&2; exit 2; fi
 	@re='$(RELEASE_SEMVER)'; [[ "$(VERSION)" =~ $$re ]] || { \
@@ -162,7 +165,8 @@ release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBO
 	  GOOS=linux GOARCH=$$arch $(GOBUILD) -o $(RELEASE_DIR)/kubectl-csi_registrar-$(VERSION)-linux-$$arch ./cmd/kubectl-csi_registrar; \
 	done; \
 	$(GO) run ./internal/release/assemble -dir $(RELEASE_DIR) -version $(VERSION) -tags $(RELEASE_TAGS) \
-	  -created $$(git log -1 --format=%ct 2>/dev/null || date +%s) -revision "$$(git rev-parse HEAD 2>/dev/null || true)"; \
+	  -created $$(git log -1 --format=%ct 2>/dev/null || date +%s) -revision "$$(git rev-parse HEAD 2>/dev/null || true)" \
+	  -download-url "$(RELEASE_DOWNLOAD_URL)"; \
 	echo "checking $(RELEASE_DIR)"; \
 	RELEASE_CHECK_DIR=$(abspath $(RELEASE_DIR)) RELEASE_CHECK_VERSION=$(VERSION) \
 	  $(GO) test -count=1 -run '^TestReleaseDir$$' ./internal/release; \

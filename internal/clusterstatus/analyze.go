@@ -1,7 +1,6 @@
 package clusterstatus
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -52,10 +51,9 @@ func analyze(snap *Snapshot, driver string) (*Report, []probeTask) {
 		n := &snap.Nodes[i]
 		f := fact(n.Name)
 		f.node = n
-		if a, ok := n.Annotations[csiplugin.NodeIDAnnotation]; ok {
-			if err := json.Unmarshal([]byte(a), &f.annotation); err != nil {
-				f.badAnnotation = fmt.Sprintf("the Node's annotation %s does not parse as a JSON map: %v", csiplugin.NodeIDAnnotation, err)
-			}
+		var err error
+		if f.annotation, err = csiplugin.ParseNodeIDAnnotation(n.Annotations[csiplugin.NodeIDAnnotation]); err != nil {
+			f.badAnnotation = "the Node's " + err.Error()
 		}
 	}
 	for i := range snap.CSINodes {
@@ -126,6 +124,7 @@ func analyze(snap *Snapshot, driver string) (*Report, []probeTask) {
 			d.count(n, expected)
 			d.Nodes = append(d.Nodes, n)
 		}
+		d.judge(snap)
 		r.Drivers = append(r.Drivers, d)
 	}
 	// Node plugins whose driver could not be told.
@@ -212,7 +211,8 @@ func nodeStateOf(driver, nodeName string, f *nodeFacts, dp *driverPlugins, missi
 	if pod != nil {
 		n.Pod = pod.Namespace + "/" + pod.Name
 	}
-	registered := hasEntry && entry.NodeID != "" && hasAnn && annID == entry.NodeID
+	reg := csiplugin.Registration{InCSINode: hasEntry, CSINodeID: entry.NodeID, Annotated: hasAnn, AnnotationID: annID}
+	registered := reg.Registered()
 
 	if pod == nil {
 		switch {
@@ -246,7 +246,7 @@ func nodeStateOf(driver, nodeName string, f *nodeFacts, dp *driverPlugins, missi
 	if r := podProblem(pod, dp.groupOf[pod]); r != "" {
 		why = append(why, r)
 	}
-	why = append(why, registrationProblem(driver, f, hasEntry, entry, hasAnn, annID))
+	why = append(why, registrationProblem(f, reg))
 	n.Reason = strings.Join(why, "; ")
 	if pod.Spec.NodeName == "" {
 		return n, nil // nothing runs yet to ask
@@ -266,20 +266,11 @@ func leftovers(driver string, hasEntry, hasAnn bool) string {
 }
 
 // registrationProblem says what the kubelet wrote, and what is missing.
-func registrationProblem(driver string, f *nodeFacts, hasEntry bool, entry storagev1.CSINodeDriver, hasAnn bool, annID string) string {
-	switch {
-	case f.badAnnotation != "" && hasEntry:
-		return "CSINode entry with node ID " + entry.NodeID + ", but " + f.badAnnotation
-	case !hasEntry && !hasAnn:
-		return "the kubelet has not registered it (no CSINode entry, no Node annotation)"
-	case hasEntry && !hasAnn:
-		return fmt.Sprintf("the CSINode lists it (node ID %q), the Node's annotation %s does not", entry.NodeID, csiplugin.NodeIDAnnotation)
-	case !hasEntry && hasAnn:
-		return fmt.Sprintf("the Node's annotation %s names it (node ID %q), the CSINode does not list it", csiplugin.NodeIDAnnotation, annID)
-	case entry.NodeID == "":
-		return "the CSINode entry has no node ID"
+func registrationProblem(f *nodeFacts, reg csiplugin.Registration) string {
+	if f.badAnnotation != "" && reg.InCSINode {
+		return "CSINode entry with node ID " + reg.CSINodeID + ", but " + f.badAnnotation
 	}
-	return fmt.Sprintf("the CSINode and the Node's annotation disagree: node ID %q vs %q", entry.NodeID, annID)
+	return reg.Problem()
 }
 
 // podProblem says what keeps the pod from running ready, "" if nothing.

@@ -23,7 +23,7 @@ const listPageSize = 500
 // when the API server refused it; the other kinds are still read.
 // namespace limits the pods and DaemonSets read ("" for all namespaces).
 func list(ctx context.Context, client kubernetes.Interface, namespace string) (*Snapshot, error) {
-	snap := &Snapshot{Missing: map[string]bool{}}
+	snap := &Snapshot{Missing: map[string]bool{}, Namespace: namespace}
 	scope := "in all namespaces"
 	if namespace != "" {
 		scope = "in namespace " + namespace

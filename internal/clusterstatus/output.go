@@ -116,6 +116,9 @@ func tableRows(r *Report, wide bool) ([]string, [][]string) {
 			if d.Problem != "" {
 				plugins = strings.TrimPrefix(plugins+": ", ": ") + d.Problem
 			}
+			for _, w := range d.Warnings {
+				plugins = strings.TrimPrefix(plugins+"; ", "; ") + "warning: " + w
+			}
 			rows = append(rows, []string{name + "|" + strings.Join(d.NodePlugins, ","), name, strconv.Itoa(d.Expected),
 				strconv.Itoa(d.Registered), strconv.Itoa(d.NotRegistered), strconv.Itoa(d.Stale), dash(d.Registrar), dash(plugins)})
 		}
@@ -128,8 +131,12 @@ func tableRows(r *Report, wide bool) ([]string, [][]string) {
 		if name == "" {
 			name = "<unknown>"
 		}
-		if d.Problem != "" {
-			rows = append(rows, []string{name + "|", name, "-", "-", "-", d.Problem})
+		if d.Problem != "" || len(d.Warnings) > 0 {
+			reason := d.Problem
+			for _, w := range d.Warnings {
+				reason = strings.TrimPrefix(reason+"; ", "; ") + "warning: " + w
+			}
+			rows = append(rows, []string{name + "|", name, "-", "-", "-", reason})
 		}
 		for _, n := range d.Nodes {
 			reason := n.Reason

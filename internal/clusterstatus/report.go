@@ -57,8 +57,12 @@ type Driver struct {
 	// driver, or (with every node listed) is not expected; sorted by name.
 	Nodes []Node `json:"nodes"`
 	// Problem is a fault of the driver as a whole, e.g. a DRIVER argument
-	// the cluster knows nothing of.
+	// the cluster knows nothing of, or a driver registered on no node
+	// because its node plugin runs nowhere.
 	Problem string `json:"problem,omitempty"`
+	// Warnings are faults of the driver as a whole that do not unregister
+	// it, e.g. no CSIDriver object.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Healthy reports whether every expected node has the driver registered and

@@ -20,4 +20,7 @@ type Snapshot struct {
 	Unknown []Unknown
 	// Missing marks the kinds in Unknown, by resource name ("pods", ...).
 	Missing map[string]bool
+	// Namespace is the namespace Pods and DaemonSets were read in; "" for
+	// all namespaces.
+	Namespace string
 }

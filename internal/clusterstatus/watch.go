@@ -95,7 +95,7 @@ func Watch(ctx context.Context, client kubernetes.Interface, opts Options, repor
 		case <-changed:
 		default:
 		}
-		snap := &Snapshot{Missing: map[string]bool{}}
+		snap := &Snapshot{Missing: map[string]bool{}, Namespace: opts.Namespace}
 		all := labels.Everything()
 		ns, _ := nodes.Lister().List(all)
 		for _, n := range ns {

@@ -134,13 +134,12 @@ func (d *diagnosis) fetchAPI(ctx context.Context, c *apiClient) {
 		return
 	}
 	d.node = &apiNode{Labels: n.Metadata.Labels, Annotations: n.Metadata.Annotations}
-	st.NodeIDs = map[string]string{}
-	if a, ok := n.Metadata.Annotations[csiplugin.NodeIDAnnotation]; ok {
-		if err := json.Unmarshal([]byte(a), &st.NodeIDs); err != nil {
-			d.addf(SeverityError, subject, "the kubelet rewrites it on the next registration; remove the annotation if it stays broken",
-				"annotation %s is not a JSON map of driver names to node IDs: %v", csiplugin.NodeIDAnnotation, err)
-		}
+	ids, err := csiplugin.ParseNodeIDAnnotation(n.Metadata.Annotations[csiplugin.NodeIDAnnotation])
+	if err != nil {
+		d.addf(SeverityError, subject, "the kubelet rewrites it on the next registration; remove the annotation if it stays broken", "%v", err)
+		ids = map[string]string{}
 	}
+	st.NodeIDs = ids
 
 	var cn struct {
 		Spec struct {
@@ -210,23 +209,23 @@ func (d *diagnosis) compareAPI() {
 	for _, name := range names {
 		drv := live[name].Driver
 		id, inAnnotation := st.NodeIDs[name]
-		switch {
-		case !inAnnotation:
+		c, inCSINode := csinode[name]
+		reg := csiplugin.Registration{InCSINode: inCSINode, CSINodeID: c.NodeID, Annotated: inAnnotation, AnnotationID: id}
+		if !inAnnotation {
 			d.addf(SeverityError, name, kubeletLog,
 				"not registered: a live socket announces it, but the Node's %s annotation has no entry for it", csiplugin.NodeIDAnnotation)
-		case drv != nil && drv.NodeID != "" && id != drv.NodeID:
+		}
+		if st.CSINode != nil && !inCSINode {
+			d.addf(SeverityError, name, kubeletLog, "not registered: CSINode %s has no entry for it", node)
+		}
+		switch {
+		case inAnnotation && inCSINode && !reg.Registered():
+			d.addf(SeverityError, name, "re-register (restart the registrar) so that the kubelet writes both again",
+				"not registered: %s", reg.Problem())
+		case inAnnotation && drv != nil && drv.NodeID != "" && id != drv.NodeID:
 			d.addf(SeverityWarning, name, "re-register (restart the registrar) so that the kubelet writes the current node ID",
 				"the Node annotation maps it to node ID %q, the driver now reports %q", id, drv.NodeID)
-		}
-		c, inCSINode := csinode[name]
-		switch {
-		case st.CSINode == nil:
-		case !inCSINode:
-			d.addf(SeverityError, name, kubeletLog, "not registered: CSINode %s has no entry for it", node)
-		case drv != nil && drv.NodeID != "" && c.NodeID != drv.NodeID:
-			d.addf(SeverityWarning, name, "re-register (restart the registrar) so that the kubelet writes the current node ID",
-				"CSINode %s lists node ID %q, the driver now reports %q", node, c.NodeID, drv.NodeID)
-		case drv != nil && drv.NodeID != "" && !sameKeys(c.TopologyKeys, drv.Topology):
+		case inCSINode && drv != nil && drv.NodeID != "" && !sameKeys(c.TopologyKeys, drv.Topology):
 			d.addf(SeverityWarning, name, "re-register (restart the registrar) so that the kubelet writes the current topology keys",
 				"CSINode %s lists topology keys %q, the driver now reports %q", node, c.TopologyKeys, keysOf(drv.Topology))
 		}

@@ -251,6 +251,9 @@ func TestAPIMismatches(t *testing.T) {
 	api := newFakeAPIServer(t, "node-1")
 	api.registered("b.csi.example.com", "node-1", "topology.example.com/zone")
 	api.registered("gone.csi.example.com", "node-1") // no socket announces it any more
+	n.healthyDriver(t, "d.csi.example.com")
+	api.registered("d.csi.example.com", "node-1")
+	api.nodeIDs["d.csi.example.com"] = "node-0" // the annotation and the CSINode disagree
 	api.csidrivers = []string{"a.csi.example.com", "gone.csi.example.com"}
 	api.labels = map[string]string{"topology.c/zone": "z1"}
 	o := n.opts()
@@ -261,6 +264,7 @@ func TestAPIMismatches(t *testing.T) {
 	wantFinding(t, r, doctor.SeverityError, "a.csi.example.com", "not registered", "CSINode node-1 has no entry")
 	wantFinding(t, r, doctor.SeverityWarning, "b.csi.example.com", "no CSIDriver object")
 	wantFinding(t, r, doctor.SeverityWarning, "gone.csi.example.com", "no live socket")
+	wantFinding(t, r, doctor.SeverityError, "d.csi.example.com", "not registered", `disagree: node ID "node-1" vs "node-0"`)
 	wantFinding(t, r, doctor.SeverityError, "c.csi.example.com", "topology.c/zone=z2 collides with the Node's label topology.c/zone=z1")
 	if got := find(r, doctor.SeverityWarning, "a.csi.example.com", "no CSIDriver"); len(got) != 0 {
 		t.Errorf("a has a CSIDriver object: %+v", got)

@@ -67,9 +67,9 @@ func sha256Hex(b []byte) string {
 // ones (static Go programs built by `make release`), not fakes.
 func checkRelease(t *testing.T, dir, version string, real bool) {
 	t.Helper()
-	want := []string{ArchiveName(version), DigestName(version), SBOMName(version)}
+	want := []string{ArchiveName(version), DigestName(version), SBOMName(version), KrewManifestName(version)}
 	for _, a := range Archs {
-		want = append(want, BinaryName(version, a), PluginBinaryName(version, a))
+		want = append(want, BinaryName(version, a), PluginBinaryName(version, a), PluginArchiveName(version, a))
 	}
 	sort.Strings(want)
 	checkSums(t, dir, want)
@@ -105,6 +105,7 @@ func checkRelease(t *testing.T, dir, version string, real bool) {
 	}
 	checkArchive(t, filepath.Join(dir, ArchiveName(version)), version, strings.TrimSpace(string(digest)), binaries)
 	checkSBOM(t, filepath.Join(dir, SBOMName(version)), version, real, filepath.Join(dir, BinaryName(version, Archs[0])))
+	checkKrew(t, dir, version)
 }
 
 // checkSums runs `sha256sum -c` on SHA256SUMS and checks it lists exactly want.

@@ -2,7 +2,8 @@
 // directory (`make release VERSION=vX.Y.Z`, bin/release/): from the static
 // binaries the Makefile built, one multi-architecture OCI image (an image
 // index) as an OCI archive, its digest, a CycloneDX SBOM of the Go modules
-// linked into the binaries, and SHA256SUMS over every artifact.
+// linked into the binaries, the kubectl plugin's archives with their krew
+// manifest, and SHA256SUMS over every artifact.
 // It writes the OCI layout itself, deterministically, so that a release
 // needs no container tool on the machine.
 package release
@@ -13,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -64,7 +66,12 @@ type Options struct {
 	Revision string
 	// ModuleDir, MainPackage and BuildTags say how the binaries were built:
 	// the SBOM lists the modules linked into MainPackage with BuildTags.
+	// ModuleDir also holds LicenseFile, shipped in the plugin's archives.
 	ModuleDir, MainPackage, BuildTags string
+	// DownloadURL is where the release's files will be downloaded from,
+	// ending in "/": the krew manifest's URIs start with it. Empty:
+	// DefaultDownloadURL(Version).
+	DownloadURL string
 }
 
 // Result is what Assemble wrote.
@@ -88,7 +95,7 @@ func CheckVersion(v string) error {
 }
 
 // Assemble writes the OCI archive of the binaries in opts.Dir, its digest
-// file, the SBOM and SumsFile over every regular file in opts.Dir (which
+// file, the SBOM, the kubectl plugin's archives and krew manifest, and SumsFile over every regular file in opts.Dir (which
 // must hold nothing but the release's artifacts).
 func Assemble(opts Options) (Result, error) {
 	if err := CheckVersion(opts.Version); err != nil {
@@ -99,6 +106,13 @@ func Assemble(opts Options) (Result, error) {
 	}
 	if opts.Created.IsZero() {
 		return Result{}, fmt.Errorf("%w: no creation time: pass the commit's time (git log -1 --format=%%ct)", ErrBadInput)
+	}
+	downloadURL := opts.DownloadURL
+	if downloadURL == "" {
+		downloadURL = DefaultDownloadURL(opts.Version)
+	}
+	if u, err := url.Parse(downloadURL); err != nil || u.Scheme != "https" || u.Host == "" || !strings.HasSuffix(u.Path, "/") {
+		return Result{}, fmt.Errorf("%w: download URL %q: want an https URL of a directory, ending in /", ErrBadInput, downloadURL)
 	}
 	var images []Image
 	for _, arch := range Archs {
@@ -132,6 +146,13 @@ func Assemble(opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("SBOM: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(opts.Dir, SBOMName(opts.Version)), sbom.Bytes(), 0o644); err != nil {
+		return Result{}, err
+	}
+	license, err := os.ReadFile(filepath.Join(opts.ModuleDir, LicenseFile))
+	if err != nil {
+		return Result{}, fmt.Errorf("the license for the plugin's archives: %w", err)
+	}
+	if err := writeKrew(opts.Dir, opts.Version, downloadURL, license, opts.Created); err != nil {
 		return Result{}, err
 	}
 	res.Files, err = WriteSums(opts.Dir)

@@ -76,6 +76,41 @@ func TestAssembleFromFakeBinaries(t *testing.T) {
 	if !bytes.Equal(a, b) || res.Index.Digest != res2.Index.Digest {
 		t.Errorf("two runs on the same input wrote different archives (index %s vs %s)", res.Index.Digest, res2.Index.Digest)
 	}
+	for _, name := range []string{KrewManifestName(fakeVersion), PluginArchiveName(fakeVersion, "amd64"), PluginArchiveName(fakeVersion, "arm64")} {
+		a, _ := os.ReadFile(filepath.Join(dir, name))
+		b, _ := os.ReadFile(filepath.Join(dir2, name))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("two runs on the same input wrote different %s", name)
+		}
+	}
+	// The krew manifest points at the GitHub release by default.
+	m, _ := os.ReadFile(filepath.Join(dir, KrewManifestName(fakeVersion)))
+	if want := "uri: " + DefaultDownloadURL(fakeVersion) + PluginArchiveName(fakeVersion, "arm64"); !strings.Contains(string(m), want) {
+		t.Errorf("%s does not say %q:\n%s", KrewManifestName(fakeVersion), want, m)
+	}
+}
+
+// TestAssembleDownloadURL: Options.DownloadURL is where the krew manifest
+// sends krew.
+func TestAssembleDownloadURL(t *testing.T) {
+	dir := t.TempDir()
+	for _, arch := range Archs {
+		for _, name := range []string{BinaryName(fakeVersion, arch), PluginBinaryName(fakeVersion, arch)} {
+			if err := os.WriteFile(filepath.Join(dir, name), append(fakeELFHeaderOnly(machineOf[arch]), name...), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const base = "https://downloads.example.com/csi-registrar/"
+	if _, err := Assemble(Options{Dir: dir, Version: fakeVersion, Created: time.Unix(1, 0), ModuleDir: repoRoot,
+		MainPackage: "./cmd/csi-registrar", BuildTags: makefileBuildTags(t), DownloadURL: base}); err != nil {
+		t.Fatal(err)
+	}
+	checkRelease(t, dir, fakeVersion, false)
+	m, _ := os.ReadFile(filepath.Join(dir, KrewManifestName(fakeVersion)))
+	if want := "uri: " + base + PluginArchiveName(fakeVersion, "amd64"); !strings.Contains(string(m), want) {
+		t.Errorf("%s does not say %q:\n%s", KrewManifestName(fakeVersion), want, m)
+	}
 }
 
 // TestReleaseDir checks a real release directory: `make release` runs it on
@@ -112,6 +147,8 @@ func TestAssembleRefuses(t *testing.T) {
 		"no time":        func(o *Options) { o.Created = time.Time{} },
 		"no binaries":    func(*Options) {},
 		"no main module": func(o *Options) { o.MainPackage = "" },
+		"http download":  func(o *Options) { o.DownloadURL = "http://example.com/v0.1.0/" },
+		"download file":  func(o *Options) { o.DownloadURL = "https://example.com/v0.1.0" },
 	} {
 		o := base
 		mod(&o)

@@ -303,15 +303,12 @@ type Registration struct {
 	Labels     map[string]string // the node's labels
 }
 
-// AnnotationMap decodes the node ID annotation ({} when absent).
+// AnnotationMap decodes the node ID annotation ({} when absent), as
+// csiplugin.ParseNodeIDAnnotation does for every reader of it.
 func AnnotationMap(n *corev1.Node) (map[string]string, error) {
-	m := map[string]string{}
-	raw, ok := n.Annotations[csiplugin.NodeIDAnnotation]
-	if !ok || raw == "" {
-		return m, nil
-	}
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return nil, fmt.Errorf("node %s: annotation %s=%q is not a JSON map: %w", n.Name, csiplugin.NodeIDAnnotation, raw, err)
+	m, err := csiplugin.ParseNodeIDAnnotation(n.Annotations[csiplugin.NodeIDAnnotation])
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return m, nil
 }
@@ -391,6 +388,13 @@ func (r Registration) Problems(node string, cfg DriverConfig) []string {
 		p = append(p, fmt.Sprintf("node %s: annotation maps %s to %q, want the node name", node, cfg.Driver, r.Annotation))
 	}
 	p = append(p, EntryProblems(r.Entries, node, cfg)...)
+	if len(r.Entries) == 1 && r.Annotated {
+		// The rule every reader of the registration applies (csiplugin).
+		reg := csiplugin.Registration{InCSINode: true, CSINodeID: r.Entries[0].NodeID, Annotated: true, AnnotationID: r.Annotation}
+		if !reg.Registered() {
+			p = append(p, fmt.Sprintf("node %s: %s: %s", node, cfg.Driver, reg.Problem()))
+		}
+	}
 	for k, v := range cfg.Topology {
 		if got, ok := r.Labels[k]; !ok || got != v {
 			p = append(p, fmt.Sprintf("node %s: label %s=%q (present: %v), want %q", node, k, got, ok, v))
@@ -441,6 +445,11 @@ func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]stri
 		if cfg.anyValues {
 			if len(r.Entries) != 1 {
 				p = append(p, fmt.Sprintf("CSINode %s has %d entries for %s, want 1", node, len(r.Entries), cfg.Driver))
+				continue
+			}
+			reg := csiplugin.Registration{InCSINode: true, CSINodeID: r.Entries[0].NodeID, Annotated: r.Annotated, AnnotationID: r.Annotation}
+			if !reg.Registered() {
+				p = append(p, fmt.Sprintf("node %s: %s: %s", node, cfg.Driver, reg.Problem()))
 			}
 			continue
 		}
@@ -502,35 +511,6 @@ func (c *Cluster) Readyz(ctx context.Context, pod string) (int, string, error) {
 	return c.Proxy(ctx, pod, "/readyz")
 }
 
-// Metrics is a parsed Prometheus text exposition: "name{labels}" -> value,
-// the key exactly as the exposition prints it.
-type Metrics map[string]float64
-
-// Get returns the value of a series (0 when absent, as for a counter that
-// has not been incremented yet).
-func (m Metrics) Get(series string) float64 { return m[series] }
-
-// ParseMetrics parses the Prometheus text format (no timestamps).
-func ParseMetrics(text string) (Metrics, error) {
-	m := Metrics{}
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			return nil, fmt.Errorf("metrics line %q: no value", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		m[line[:i]] = v
-	}
-	return m, nil
-}
-
 // Metrics reads the registrar's /metrics of pod.
 func (c *Cluster) Metrics(ctx context.Context, pod string) (Metrics, error) {
 	code, body, err := c.Proxy(ctx, pod, "/metrics")
@@ -541,29 +521,6 @@ func (c *Cluster) Metrics(ctx context.Context, pod string) (Metrics, error) {
 		return nil, fmt.Errorf("/metrics of pod %s: HTTP %d: %s", pod, code, body)
 	}
 	return ParseMetrics(body)
-}
-
-// Series names of the registrar's /metrics.
-const (
-	MetricGetInfo    = "csi_registrar_getinfo_calls_total"
-	MetricRegistered = `csi_registrar_kubelet_notifications_total{outcome="registered"}`
-	MetricRejected   = `csi_registrar_kubelet_notifications_total{outcome="rejected"}`
-)
-
-// MetricSocketCreations is the series of socket creations for one reason.
-func MetricSocketCreations(reason string) string {
-	return fmt.Sprintf("csi_registrar_socket_creations_total{reason=%q}", reason)
-}
-
-// SocketCreations sums socket creations over every reason.
-func (m Metrics) SocketCreations() float64 {
-	var n float64
-	for k, v := range m {
-		if strings.HasPrefix(k, "csi_registrar_socket_creations_total{") {
-			n += v
-		}
-	}
-	return n
 }
 
 // Diagnostics collects what a failure needs to be understood: the kubelet

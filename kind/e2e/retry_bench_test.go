@@ -19,7 +19,6 @@ package e2e
 // The registrar runs with its defaults, as a user would run it.
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -27,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -201,22 +199,16 @@ func scrape(t *testing.T, addr string) metricValues {
 		return metricValues{}
 	}
 	defer resp.Body.Close()
-	m := metricValues{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		l := sc.Text()
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
-			m[l[:i]] = v
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return metricValues{}
 	}
-	return m
+	m, err := ParseMetrics(string(body))
+	if err != nil {
+		t.Logf("%s/metrics: %v", addr, err)
+		return metricValues{}
+	}
+	return metricValues(m)
 }
 
 func readyz(addr string) (int, string) {

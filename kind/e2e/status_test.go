@@ -49,6 +49,7 @@ func TestStatus(t *testing.T) {
 		{"pod_deleted", testStatusPodDeleted},
 		{"not_expected", testStatusNotExpected},
 		{"stale_entry", testStatusStale},
+		{"no_node_plugin", testStatusNoNodePlugin},
 		{"in_process", testStatusInProcess},
 		{"upstream_registrar", testStatusUpstream},
 	} {
@@ -218,7 +219,7 @@ func testStatusHealthy(t *testing.T) {
 	r := runStatus(t, ctx, "-o", "json", "--stats")
 	d := r.driver(cfg.Driver)
 	if r.code != clusterstatus.ExitHealthy || d == nil || d.Expected != len(allNodes) || d.Registered != len(allNodes) ||
-		d.NotRegistered != 0 || d.Stale != 0 || !d.CSIDriverObject || d.Registrar != "csi-registrar" {
+		d.NotRegistered != 0 || d.Stale != 0 || !d.CSIDriverObject || d.Registrar != "csi-registrar" || d.Problem != "" || len(d.Warnings) != 0 {
 		t.Fatalf("want exit 0 and %s registered on all %d nodes by csi-registrar:\n%s", cfg.Driver, len(allNodes), r)
 	}
 	measure(t, "kubectl csi-registrar status (deployed, -o json)", r.took)
@@ -429,6 +430,9 @@ func testStatusStale(t *testing.T) {
 	if r.code != clusterstatus.ExitUnhealthy || d == nil || d.Stale != 1 || n == nil || n.State != clusterstatus.StateStale {
 		t.Fatalf("want exit 1 and %s stale on %s:\n%s", stale, node, r)
 	}
+	if d.CSIDriverObject || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "no CSIDriver object") {
+		t.Errorf("%s: want it reported without a CSIDriver object:\n%s", stale, r)
+	}
 	if ours := r.driver(cfg.Driver); ours == nil || !ours.Healthy() {
 		t.Errorf("%s: want it still healthy:\n%s", cfg.Driver, r)
 	}
@@ -437,6 +441,40 @@ func testStatusStale(t *testing.T) {
 		t.Errorf("status %s alone: want exit 0, the stale entry is another driver's:\n%s", cfg.Driver, one)
 	}
 	t.Logf("%s", runStatus(t, ctx))
+}
+
+// A CSIDriver object without any node plugin: the driver is registered on
+// no node, and the plugin says so and exits 1 (it was "0 expected", exit 0),
+// asked for every driver or for it alone; the deployed driver stays healthy.
+func testStatusNoNodePlugin(t *testing.T) {
+	ctx, _ := begin(t)
+	const orphan = "orphan.csi-registrar.example.com"
+	obj := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: orphan}}
+	if _, err := cl.Client.StorageV1().CSIDrivers().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cl.Client.StorageV1().CSIDrivers().Delete(context.Background(), orphan, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("removing CSIDriver %s: %v", orphan, err)
+		}
+	})
+	r := runStatus(t, ctx, "-o", "json")
+	d := r.driver(orphan)
+	if r.code != clusterstatus.ExitUnhealthy || d == nil || !d.CSIDriverObject || d.Expected != 0 || d.Healthy() ||
+		!strings.Contains(d.Problem, "not registered on any node") || !strings.Contains(d.Problem, "no node plugin pod") {
+		t.Fatalf("want exit 1 and %s not registered on any node, no node plugin:\n%s", orphan, r)
+	}
+	if ours := r.driver(cfg.Driver); ours == nil || !ours.Healthy() {
+		t.Errorf("%s: want it still healthy:\n%s", cfg.Driver, r)
+	}
+	one := runStatus(t, ctx, orphan)
+	if one.code != clusterstatus.ExitUnhealthy || !strings.Contains(one.stdout, orphan) || !strings.Contains(one.stdout, "not registered on any node") {
+		t.Errorf("status %s alone: want exit 1 and the reason:\n%s", orphan, one)
+	}
+	if ours := runStatus(t, ctx, cfg.Driver); ours.code != clusterstatus.ExitHealthy {
+		t.Errorf("status %s alone: want exit 0, the CSIDriver without node plugin is another driver's:\n%s", cfg.Driver, ours)
+	}
+	t.Logf("%s", one)
 }
 
 // The in-process overlay (the driver registers itself; one container):

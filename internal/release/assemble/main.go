@@ -1,9 +1,10 @@
 // Command assemble is the last step of `make release`: it writes the
 // multi-architecture OCI archive of the binaries the Makefile built, the
-// image's digest, the SBOM and SHA256SUMS into the release directory (package
+// image's digest, the SBOM, the kubectl plugin's archives and krew manifest,
+// and SHA256SUMS into the release directory (package
 // internal/release). Exit 2 for bad input, 1 for other errors.
 //
-//	go run ./internal/release/assemble -dir bin/release -version v0.1.0 -created 1700000000 -tags T1,T2 [-revision HASH]
+//	go run ./internal/release/assemble -dir bin/release -version v0.1.0 -created 1700000000 -tags T1,T2 [-revision HASH] [-download-url URL]
 package main
 
 import (
@@ -26,6 +27,7 @@ func main() {
 	flag.StringVar(&opts.ModuleDir, "module-dir", ".", "the main module's directory")
 	flag.StringVar(&opts.MainPackage, "main", "./cmd/csi-registrar", "the command the binaries were built from")
 	flag.StringVar(&opts.BuildTags, "tags", "", "the build tags the binaries were built with (for the SBOM)")
+	flag.StringVar(&opts.DownloadURL, "download-url", "", "where the release's files are downloaded from, ending in / (the krew manifest's URIs); default: the GitHub release of -version")
 	flag.Parse()
 	if created > 0 {
 		opts.Created = time.Unix(created, 0)
