@@ -84,7 +84,8 @@ clean: ## remove bin/
 # ---- bench: the figures of docs/performance.md -------------------------------
 # One table: figure, runs, min / median / max, goal, verdict and, with
 # UPSTREAM_REGISTRAR=/path/to/csi-node-driver-registrar, upstream measured in the
-# same run (alternating) and the ratio ours/upstream; also $(BENCH_DIR)/results.md.
+# same run (alternating) and the ratio ours/upstream; also $(BENCH_DIR)/results.md
+# (kind/report bench renders it).
 # Figures 7–8 use the local node (root): the whole run holds the node's lock, so
 # that no e2e suite competes for the 2 cores while timings are taken; the node is
 # brought up for 7–8, and down again if it was down. BENCH_KUBELET=0 skips them
@@ -113,11 +114,7 @@ bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... a
 	    || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: [^f]' $(BENCH_DIR)/kubelet.log | tail -20; }; \
 	  if [ $$was_up = 0 ]; then bash kind/localnode/down.sh >> $(BENCH_DIR)/localnode.log 2>&1 || rc=1; fi; \
 	fi; \
-	{ printf 'figure\twhat\truns\tours: min / median / max\tgoal\tverdict\tupstream: min / median / max\tours/upstream\n'; \
-	  sort -t$$'\t' -k1,1V $(BENCH_DIR)/results.tsv; } > $(BENCH_DIR)/table.tsv; \
-	awk -F'\t' '{ line = "|"; for (i = 1; i <= NF; i++) line = line " " $$i " |"; print line; \
-	  if (NR == 1) { line = "|"; for (i = 1; i <= NF; i++) line = line "---|"; print line } }' $(BENCH_DIR)/table.tsv > $(BENCH_DIR)/results.md; \
-	echo; column -t -s $$'\t' $(BENCH_DIR)/table.tsv; echo; \
+	$(GO) run ./kind/report bench -dir $(BENCH_DIR); \
 	echo "make bench: $$(( $$(date +%s) - start )) s on $$(nproc) cores ($$(uname -r)); upstream: $${UPSTREAM_REGISTRAR:-not measured}"; \
 	exit $$rc
 
