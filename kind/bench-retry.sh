@@ -21,7 +21,7 @@ for v in "${versions[@]}"; do
     K8S=$v bash kind/localnode/up.sh &&
       K8S=$v BENCH_BINARY="$root/bin/csi-registrar" BENCH_RESULTS="$root/$out/$v.tsv" \
         go test -tags bench -count=1 -timeout 20m -run '^TestBenchKubeletRetry$' -v ./kind/e2e
-  } >"$out/$v.log" 2>&1 || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: ' "$out/$v.log" | tail -5; }
+  } >"$out/$v.log" 2>&1 || { rc=1; go run ./kind/report failures -figures -n 5 "$out/$v.log"; }
   K8S=$v bash kind/localnode/down.sh >>"$out/$v.log" 2>&1 || rc=1
   cut -f1,2,4 "$out/$v.tsv" 2>/dev/null | column -t -s $'\t' || true
 done

@@ -28,7 +28,7 @@ if ! $table_only; then
     rc=0
     make --no-print-directory e2e K8S="$v" >"$out/$v.log" 2>&1 || rc=$?
     echo "$rc" >"$out/$v.rc"
-    grep -E -- '^\s*--- (PASS|FAIL|SKIP): ' "$out/$v.log" | sed 's/^\s*/    /' || true
+    go run ./kind/report cases "$out/$v.log" || true
     echo "=== Kubernetes $v: exit $rc in $(( $(date +%s) - s ))s"
   done
 fi

@@ -25,3 +25,24 @@ func testCases(log string) []testCase {
 	}
 	return cs
 }
+
+// logLine is a test's log line: "    process_bench_test.go:228: message".
+var logLine = regexp.MustCompile(`_test\.go:[0-9]+: (.+)`)
+
+// failures returns what tells why a go test -v run failed: its "--- FAIL"
+// lines and the tests' log lines (t.Log, t.Error), without the benchmarks'
+// "figure ..." result lines unless figures is set; the last n of them.
+func failures(log string, n int, figures bool) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "--- FAIL") {
+			out = append(out, l)
+		} else if m := logLine.FindStringSubmatch(l); m != nil && (figures || !strings.HasPrefix(m[1], "figure")) {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}

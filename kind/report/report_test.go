@@ -95,9 +95,39 @@ func TestMatrix(t *testing.T) {
 	checkFile(t, filepath.Join(dir, "table.md"), "matrix.md")
 }
 
+func TestCases(t *testing.T) {
+	got := runReport(t, "cases", filepath.Join("testdata", "matrix", "1.34.log"))
+	w := "    --- PASS: TestE2E (30.10s)\n    --- PASS: TestE2E/1_deployed (12.34s)\n    --- FAIL: TestE2E/2_pod_deleted (17.76s)\n"
+	if got != w {
+		t.Errorf("cases =\n%s\nwant\n%s", got, w)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(log, []byte("=== RUN   TestBenchStart\n"+
+		"    process_bench_test.go:228: figure 2 | start–ready\n"+
+		"    process_bench_test.go:300: failed to start: exit 1\n"+
+		"--- FAIL: TestBenchStart (1.00s)\n"+
+		"    process_bench_test.go:310: \n"+
+		"FAIL\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := "    process_bench_test.go:300: failed to start: exit 1\n--- FAIL: TestBenchStart (1.00s)\n"
+	if got := runReport(t, "failures", log); got != w {
+		t.Errorf("failures =\n%s\nwant\n%s", got, w)
+	}
+	if got := runReport(t, "failures", "-figures", "-n", "1", log); got != "--- FAIL: TestBenchStart (1.00s)\n" {
+		t.Errorf("failures -n 1 = %q, want the last line alone", got)
+	}
+	if got := runReport(t, "failures", "-figures", log); !strings.Contains(got, "figure 2") {
+		t.Errorf("failures -figures = %q, want the figure line too", got)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	for _, args := range [][]string{nil, {"nosuch"}} {
+	for _, args := range [][]string{nil, {"nosuch"}, {"cases"}} {
 		if code := run(args, &stdout, &stderr); code != 2 {
 			t.Errorf("report %q: exit %d, want 2", args, code)
 		}
