@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/doctest"
+	"github.com/csi-registrar/csi-registrar/internal/testwait"
 )
 
 // write creates files under a new directory and returns it.
@@ -181,17 +183,15 @@ func TestRunKillsLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
-		// Gone, or a zombie waiting for init to reap it.
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the block's background sleep (pid %s) still runs after the block ended", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
+	n, err := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone, or a zombie waiting for init to reap it: its pidfd says so.
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	if err := testwait.Exit(wctx, n); err != nil {
+		t.Fatalf("the block's background sleep (pid %d) still runs after the block ended: %v", n, err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
