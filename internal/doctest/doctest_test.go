@@ -206,3 +206,64 @@ func TestRunKillsLeftovers(t *testing.T) {
 		t.Errorf("Run of a hanging block took %s after its context ended", d)
 	}
 }
+
+// TestClaimsCaught: a page with a wrong default (in a table and in prose)
+// and a make target that does not exist fails the checks; the true ones pass.
+func TestClaimsCaught(t *testing.T) {
+	dir := write(t, map[string]string{"p.md": "# `csi-registrar register`\n\n" +
+		"| flag | default | meaning |\n|---|---|---|\n" +
+		"| `--timeout` | `1s` | right |\n" +
+		"| `--kubelet-wait` | `3m` | wrong |\n" +
+		"| `--kubelet-registration-path` | required | right |\n" +
+		"| `--mode` | | no claim |\n" +
+		"| `--no-such-flag` | `1` | not a flag |\n\n" +
+		"`--registration-retry-max` (5 min by default), `--connection-timeout=1s`, the default.\n\n" +
+		"Run `make test`, then `make no-such-target K8S=1.34`; not `make local-*`.\n\n" +
+		"```sh illustrative\nmake -n bench   # make sure\n```\n"})
+	help := parseHelpOf(t, "   --timeout value                    timeout (default: 1s) [$CSI_REGISTRAR_TIMEOUT]\n"+
+		"   --kubelet-wait value               re-create (default: 2m0s) [$CSI_REGISTRAR_KUBELET_WAIT]\n"+
+		"   --kubelet-registration-path value  the path (required) [$X]\n"+
+		"   --mode value                       deprecated [$X]\n"+
+		"   --registration-retry-max value     cap (default: 5m0s) [$X]\n"+
+		"   --connection-timeout value         wait (default: 0s) [$X]\n")
+	claims, err := doctest.FlagClaims(filepath.Join(dir, "p.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrong []string
+	for _, c := range claims {
+		if err := c.Check(map[string]map[string]doctest.FlagHelp{"register": help}); err != nil {
+			wrong = append(wrong, c.Flag)
+			t.Logf("caught: %v", err)
+		}
+	}
+	if got, want := strings.Join(wrong, " "), "kubelet-wait no-such-flag connection-timeout"; got != want {
+		t.Errorf("flags caught = %q, want %q (of %d claims)", got, want, len(claims))
+	}
+
+	mc, err := doctest.MakeClaims(filepath.Join(dir, "p.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := doctest.HelpTargets("test      vet, gofmt\nbench     figures\n")
+	var missing []string
+	for _, c := range mc {
+		if err := c.Check(targets); err != nil {
+			missing = append(missing, c.Target)
+			t.Logf("caught: %v", err)
+		}
+	}
+	if got := strings.Join(missing, " "); got != "no-such-target" || len(mc) != 3 {
+		t.Errorf("targets caught = %q of %d named, want no-such-target of 3 (test, no-such-target, bench)", got, len(mc))
+	}
+}
+
+// parseHelpOf parses a --help text and checks it found a flag.
+func parseHelpOf(t *testing.T, help string) map[string]doctest.FlagHelp {
+	t.Helper()
+	h := doctest.ParseHelp(help)
+	if len(h) == 0 {
+		t.Fatalf("no flag found in %q", help)
+	}
+	return h
+}
