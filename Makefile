@@ -85,41 +85,15 @@ clean: ## remove bin/
 # One table: figure, runs, min / median / max, goal, verdict and, with
 # UPSTREAM_REGISTRAR=/path/to/csi-node-driver-registrar, upstream measured in the
 # same run (alternating) and the ratio ours/upstream; also $(BENCH_DIR)/results.md.
-# Figures 7–8 use the local node (root): the whole run holds the node's lock, so
-# that no e2e suite competes for the 2 cores while timings are taken; the node is
-# brought up for 7–8, and down again if it was down. BENCH_KUBELET=0 skips them
-# (and the lock). BENCH_RUNS (10), BENCH_IDLE (60s), BENCH_INSTANCES (10) are passed on.
+# kind/bench.sh runs it: figures 7–8 use the local node (root), and the whole run
+# then holds the node's lock; BENCH_KUBELET=0 skips them (and the lock).
+# BENCH_RUNS (10), BENCH_IDLE (60s), BENCH_INSTANCES (10) are passed on.
 BENCH_DIR      ?= bin/bench
 BENCH_KUBELET  ?= 1
-BENCH_ENV       = BENCH_BINARY=$(CURDIR)/bin/csi-registrar BENCH_RESULTS=$(CURDIR)/$(BENCH_DIR)/results.tsv
-# Not written as $(MAKE) in the recipe: make -n would run such a line, i.e. the bench.
-BENCH_SUBMAKE   = $(MAKE) --no-print-directory
 
 .PHONY: bench
 bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... adds upstream's column; ~15 min)
-	@if [ "$(BENCH_KUBELET)" = 1 ] && [ "$${LOCALNODE_LOCKED:-}" != 1 ]; then \
-	  $(call with_node_lock,$(BENCH_SUBMAKE) bench); exit; fi; \
-	start=$$(date +%s); rc=0; mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.tsv; \
-	img=; if $(BENCH_SUBMAKE) image > $(BENCH_DIR)/image.log 2>&1; then img=$(CURDIR)/$(IMAGE_TAR); \
-	  else echo "make image failed (see $(BENCH_DIR)/image.log): figure 5c is n/a"; fi; \
-	echo "figures 1–6, 9: processes (log: $(BENCH_DIR)/process.log)"; \
-	$(BENCH_ENV) BENCH_IMAGE=$$img $(GO) test -tags bench -count=1 -timeout 60m -run '^TestBench' -v ./cmd/csi-registrar \
-	  > $(BENCH_DIR)/process.log 2>&1 || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: [^f]' $(BENCH_DIR)/process.log | tail -20; }; \
-	if [ "$(BENCH_KUBELET)" = 1 ]; then \
-	  echo "figures 7–8: the local node's kubelet (log: $(BENCH_DIR)/kubelet.log)"; \
-	  was_up=0; if bash kind/localnode/status.sh; then was_up=1; fi; \
-	  bash kind/localnode/up.sh > $(BENCH_DIR)/localnode.log 2>&1 || { rc=1; tail -20 $(BENCH_DIR)/localnode.log; }; \
-	  $(BENCH_ENV) $(GO) test -tags bench -count=1 -timeout 60m -run '^TestBenchKubelet' -v ./kind/e2e > $(BENCH_DIR)/kubelet.log 2>&1 \
-	    || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: [^f]' $(BENCH_DIR)/kubelet.log | tail -20; }; \
-	  if [ $$was_up = 0 ]; then bash kind/localnode/down.sh >> $(BENCH_DIR)/localnode.log 2>&1 || rc=1; fi; \
-	fi; \
-	{ printf 'figure\twhat\truns\tours: min / median / max\tgoal\tverdict\tupstream: min / median / max\tours/upstream\n'; \
-	  sort -t$$'\t' -k1,1V $(BENCH_DIR)/results.tsv; } > $(BENCH_DIR)/table.tsv; \
-	awk -F'\t' '{ line = "|"; for (i = 1; i <= NF; i++) line = line " " $$i " |"; print line; \
-	  if (NR == 1) { line = "|"; for (i = 1; i <= NF; i++) line = line "---|"; print line } }' $(BENCH_DIR)/table.tsv > $(BENCH_DIR)/results.md; \
-	echo; column -t -s $$'\t' $(BENCH_DIR)/table.tsv; echo; \
-	echo "make bench: $$(( $$(date +%s) - start )) s on $$(nproc) cores ($$(uname -r)); upstream: $${UPSTREAM_REGISTRAR:-not measured}"; \
-	exit $$rc
+	@BENCH_DIR=$(BENCH_DIR) BENCH_KUBELET=$(BENCH_KUBELET) IMAGE_TAR=$(IMAGE_TAR) GO=$(GO) bash kind/bench.sh
 
 # Figure 10 on every supported Kubernetes version (E2E_VERSIONS="1.35 1.37" limits
 # it): a rejected registration and its repair with the real kubelet; ~3 min a version.

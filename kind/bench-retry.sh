@@ -3,7 +3,7 @@
 # retry_bench_test.go) on every Kubernetes version the local node supports, or on
 # those given: for each, the node comes up with that version, the figure is
 # measured, the node goes down. Then one table: version × figure.
-# Logs and tables: bin/bench/retry/. The caller holds the local node's lock.
+# Logs and tables: bin/bench/retry/ (the table: kind/report retry). The caller holds the local node's lock.
 #   bench-retry.sh [MINOR...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,19 +21,10 @@ for v in "${versions[@]}"; do
     K8S=$v bash kind/localnode/up.sh &&
       K8S=$v BENCH_BINARY="$root/bin/csi-registrar" BENCH_RESULTS="$root/$out/$v.tsv" \
         go test -tags bench -count=1 -timeout 20m -run '^TestBenchKubeletRetry$' -v ./kind/e2e
-  } >"$out/$v.log" 2>&1 || { rc=1; grep -E -- '--- FAIL|_test.go:[0-9]+: ' "$out/$v.log" | tail -5; }
+  } >"$out/$v.log" 2>&1 || { rc=1; go run ./kind/report failures -figures -n 5 "$out/$v.log"; }
   K8S=$v bash kind/localnode/down.sh >>"$out/$v.log" 2>&1 || rc=1
   cut -f1,2,4 "$out/$v.tsv" 2>/dev/null | column -t -s $'\t' || true
 done
-# version × figure (the figure's text without its "kubelet vX.Y.Z" part)
-awk -F'\t' '
-  FNR == 1 { v = FILENAME; sub(".*/", "", v); sub("[.]tsv$", "", v); vs[++nv] = v }
-  { w = $2; sub(/^kubelet v[0-9.]+(, |: )/, "", w); k = $1 " " w
-    x = $4; if (w ~ /\/ min/) sub(/ s$/, "", x)   # a rate, not seconds
-    if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }; val[k, v] = x }
-  END {
-    printf "| figure |"; for (i = 1; i <= nv; i++) printf " %s |", vs[i]; print ""
-    printf "|---|"; for (i = 1; i <= nv; i++) printf "---|"; print ""
-    for (j = 1; j <= nk; j++) { printf "| %s |", keys[j]; for (i = 1; i <= nv; i++) printf " %s |", (val[keys[j], vs[i]] == "" ? "-" : val[keys[j], vs[i]]); print "" }
-  }' $(for v in "${versions[@]}"; do [[ -f "$out/$v.tsv" ]] && echo "$out/$v.tsv"; done) | tee "$out/table.md"
+# version × figure (the figure's text without its "kubelet vX.Y.Z" part): kind/report
+go run ./kind/report retry -dir "$out" "${versions[@]}"
 exit $rc

@@ -28,48 +28,14 @@ if ! $table_only; then
     rc=0
     make --no-print-directory e2e K8S="$v" >"$out/$v.log" 2>&1 || rc=$?
     echo "$rc" >"$out/$v.rc"
-    grep -E -- '^\s*--- (PASS|FAIL|SKIP): ' "$out/$v.log" | sed 's/^\s*/    /' || true
+    go run ./kind/report cases "$out/$v.log" || true
     echo "=== Kubernetes $v: exit $rc in $(( $(date +%s) - s ))s"
   done
 fi
 
-# Cases: "--- PASS: TestE2E/1_deployed (12.34s)" lines of go test -v.
-# Times: the suite's closing "==== measured times (seconds) ====" block.
-awk -v out="$out" '
-  function cell(s) { return s == "" ? "-" : s }
-  FNR == 1 {
-    v = FILENAME; sub(".*/", "", v); sub("[.]log$", "", v); vs[++nv] = v; inblock = 0
-    rcf = out "/" v ".rc"; rc[v] = "?"; if ((getline line < rcf) > 0) rc[v] = line; close(rcf)
-  }
-  /^ *--- (PASS|FAIL|SKIP): / {
-    name = $3; res = $2; sub(":", "", res); d = $4; gsub(/[()]/, "", d)
-    if (!(name in seen)) { seen[name] = 1; cases[++nc] = name }
-    r[name, v] = res " " d
-  }
-  /^==== measured times \(seconds\) ====/ { inblock = 1; next }
-  inblock && NF == 0 { inblock = 0 }
-  inblock && NF >= 3 {
-    scope = $1; secs = $2; what = $0; sub(/^[^ ]+ +[^ ]+ +/, "", what)
-    k = scope " | " what
-    if (!(k in tseen)) { tseen[k] = 1; ts[++nt] = k }
-    tv[k, v] = (tv[k, v] == "" ? "" : tv[k, v] ", ") secs
-  }
-  END {
-    printf "| case |"; for (i = 1; i <= nv; i++) printf " %s |", vs[i]; print ""
-    printf "|---|"; for (i = 1; i <= nv; i++) printf "---|"; print ""
-    for (c = 1; c <= nc; c++) {
-      printf "| %s |", cases[c]; for (i = 1; i <= nv; i++) printf " %s |", cell(r[cases[c], vs[i]]); print ""
-    }
-    printf "| make e2e exit |"; for (i = 1; i <= nv; i++) printf " %s |", rc[vs[i]]; print ""
-    print ""
-    printf "| case | measured (s) |"; for (i = 1; i <= nv; i++) printf " %s |", vs[i]; print ""
-    printf "|---|---|"; for (i = 1; i <= nv; i++) printf "---|"; print ""
-    for (j = 1; j <= nt; j++) {
-      split(ts[j], kk, " [|] ")
-      printf "| %s | %s |", kk[1], kk[2]; for (i = 1; i <= nv; i++) printf " %s |", cell(tv[ts[j], vs[i]]); print ""
-    }
-  }
-' $(for v in "${versions[@]}"; do [[ -f "$out/$v.log" ]] && echo "$out/$v.log"; done) | tee "$out/table.md"
+# Cases: the "--- PASS: TestE2E/1_deployed (12.34s)" lines of go test -v; times: the
+# suite's closing "==== measured times (seconds) ====" block (kind/report matrix).
+go run ./kind/report matrix -dir "$out" "${versions[@]}"
 
 for v in "${versions[@]}"; do
   [[ "$(cat "$out/$v.rc" 2>/dev/null)" == 0 ]] || exit 1

@@ -12,9 +12,8 @@ demo-down: ## tear the demo down (no process, mount or socket left)
 
 # ---------------------------------------------------------------------------
 # End-to-end suite (kind/e2e, build tag e2e; see kind/e2e/README.md).
-# The local node is one shared resource: every use of it runs under this lock.
-# flock -o: the lock is held by flock itself, not inherited by the daemons the
-# suite starts (they would otherwise keep it after the suite ends).
+# The local node is one shared resource: every use of it runs under its lock
+# (with_node_lock, kind/nodelock.sh).
 E2E_IMAGE_TAR  ?= bin/e2e/image.tar
 E2E_TIMEOUT    ?= 40m
 E2E_TEST       ?= bin/e2e/e2e.test

@@ -105,12 +105,12 @@ func ExampleNew_register() {
 	go func() { done <- d.Run(ctx) }()
 
 	regSock := filepath.Join(registry, stubdriver.DefaultName+csiplugin.RegistrationSocketSuffix)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(regSock); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			log.Fatal(err)
-		}
+	// The registrar creates its socket once the driver serves: wait for it
+	// as the kubelet's plugin watcher does, on the directory's events.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := registrartest.WaitPath(wctx, regSock); err != nil {
+		log.Fatal(err)
 	}
 	reg, err := registrartest.Register(ctx, regSock)
 	if err != nil || reg.Err != nil {

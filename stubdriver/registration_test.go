@@ -1,7 +1,6 @@
 package stubdriver_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,23 +16,8 @@ import (
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
-// logBuffer collects log lines from concurrent goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// logBuffer collects log lines from concurrent goroutines; tests wait on its writes.
+type logBuffer struct{ registrartest.Buffer }
 
 // index returns the position of the first line containing msg, or -1.
 func (b *logBuffer) index(msg string) int { return strings.Index(b.String(), msg) }
@@ -42,15 +25,10 @@ func (b *logBuffer) index(msg string) int { return strings.Index(b.String(), msg
 // waitForFile waits until path exists, or fails the test after 10 s.
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Lstat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within 10s", path)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := registrartest.WaitPath(ctx, path); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -100,12 +78,10 @@ func TestInProcessRegistration(t *testing.T) {
 	if err := registrartest.NotifySocket(ctx, regSock, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for logs.index("kubelet confirmed the registration") < 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no confirmation in the log:\n%s", logs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := logs.Wait(wctx, func(s string) bool { return strings.Contains(s, "kubelet confirmed the registration") }); err != nil {
+		t.Fatalf("no confirmation in the log: %v\n%s", err, logs.String())
 	}
 
 	// The CSI socket listened before the registrar started.

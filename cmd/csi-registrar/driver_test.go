@@ -154,8 +154,9 @@ func TestExecDriverRegistersItself(t *testing.T) {
 	}
 	d := startProc(t, binary, "driver", "--endpoint=unix://"+sock, "--driver-name="+testDriver, "--node-id="+testNodeID,
 		"--register", "--kubelet-registration-path="+sock, "--plugin-registration-path="+regDir, "-v=2")
-	// Listening, not only there: the file appears at bind, before listen.
-	waitFor(t, "the registration socket", func() bool { return listening(regSock) })
+	// Listening, not only there (the file appears at bind, before listen):
+	// logged once the socket is served.
+	d.waitLog(t, 1, "registration socket created", "outcome=serving")
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

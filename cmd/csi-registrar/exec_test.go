@@ -96,25 +96,27 @@ func (p *proc) signal(t *testing.T, sig os.Signal) {
 // signal killed it).
 func (p *proc) wait(t *testing.T) int {
 	t.Helper()
-	waitFor(t, "the process to exit", func() bool {
-		select {
-		case <-p.done:
-			return true
-		default:
-			return false
-		}
-	})
-	return p.state.ExitCode()
+	select {
+	case <-p.done:
+		return p.state.ExitCode()
+	case <-time.After(waitTimeout):
+		t.Fatalf("the process did not exit within %s", waitTimeout)
+		return 0
+	}
 }
 
 // waitLog waits until n log lines contain all of subs and returns them.
 func (p *proc) waitLog(t *testing.T, n int, subs ...string) []string {
 	t.Helper()
 	var lines []string
-	waitFor(t, "log lines containing "+strings.Join(subs, ", "), func() bool {
-		lines = linesWith(p.stderr.String(), subs...)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := p.stderr.Wait(ctx, func(s string) bool {
+		lines = linesWith(s, subs...)
 		return len(lines) >= n
-	})
+	}); err != nil {
+		t.Fatalf("timed out after %s waiting for %d log lines containing %s", waitTimeout, n, strings.Join(subs, ", "))
+	}
 	return lines
 }
 
@@ -154,7 +156,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.driver = startProc(t, binary, "driver", "--endpoint=unix://"+f.driverSock, "--driver-name="+testDriver,
 		"--node-id="+testNodeID, "--max-volumes-per-node="+strconv.Itoa(testMaxVols), "--topology="+testTopoKey+"="+testTopoZone)
-	waitFor(t, "the driver socket", func() bool { return isSocket(f.driverSock) })
+	waitPath(t, f.driverSock)
 	f.driver.waitLog(t, 1, "CSI driver serving", "driver="+testDriver, "socket="+f.driverSock, "outcome=serving")
 	return f
 }
@@ -173,16 +175,6 @@ func (f *fixture) startRegistrar(t *testing.T, extra ...string) *proc {
 func isSocket(p string) bool {
 	st, err := os.Lstat(p)
 	return err == nil && st.Mode().Type() == fs.ModeSocket
-}
-
-// listening reports whether a unix socket accepts connections.
-func listening(p string) bool {
-	c, err := net.Dial("unix", p)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 func inode(t *testing.T, p string) uint64 {
@@ -401,12 +393,11 @@ func TestExecLiveSocketConflict(t *testing.T) {
 	// The first attempt and at least one retry (after a backoff) both leave it alone.
 	r.waitLog(t, 2, "registration socket not created", "driver="+testDriver, "socket="+f.regSock, "outcome=conflict", "another live process")
 
-	var code int
-	var body string
-	waitFor(t, "/readyz to report the conflict", func() bool {
-		code, body, err = httpGet(base + "/readyz")
-		return err == nil && code == http.StatusServiceUnavailable && containsAll(body, "socket conflict", f.regSock)
-	})
+	// The status is published after each of those lines: /readyz says so.
+	code, body, err := httpGet(base + "/readyz")
+	if err != nil || code != http.StatusServiceUnavailable || !containsAll(body, "socket conflict", f.regSock) {
+		t.Errorf("/readyz during a conflict: %d %q %v, want 503 naming the conflict and %s", code, body, err, f.regSock)
+	}
 	if code, body, err = httpGet(base + "/healthz"); err != nil || code != http.StatusOK {
 		t.Errorf("/healthz during a conflict: %d %q %v, want 200", code, body, err)
 	}
@@ -426,14 +417,11 @@ func TestExecLiveSocketConflict(t *testing.T) {
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the holder's listener to answer at the path", func() bool {
-		select {
-		case <-ours:
-			return true
-		default:
-			return false
-		}
-	})
+	select {
+	case <-ours:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the holder's listener did not answer at the path within %s", waitTimeout)
+	}
 	if lines := linesWith(r.stderr.String(), "registration socket removed"); len(lines) != 0 {
 		t.Errorf("the registrar claims to have removed a socket: %q", lines)
 	}

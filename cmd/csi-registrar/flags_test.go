@@ -334,228 +334,241 @@ func TestVerbosityIsNotVersion(t *testing.T) {
 	}
 }
 
-// TestEnvironment: CSI_REGISTRAR_<FLAG> sets a flag, a flag given on the
-// command line wins, and unprefixed names change nothing.
-func TestEnvironment(t *testing.T) {
-	t.Run("prefixed register", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		for k, v := range map[string]string{
-			"CSI_REGISTRAR_CSI_ADDRESS":               "/env/csi.sock",
-			"CSI_REGISTRAR_KUBELET_REGISTRATION_PATH": "/var/lib/kubelet/plugins/env/csi.sock",
-			"CSI_REGISTRAR_PLUGIN_REGISTRATION_PATH":  "/env-registry",
-			"CSI_REGISTRAR_DRIVER_NAME":               "env.csi.example.com",
-			"CSI_REGISTRAR_TIMEOUT":                   "7s",
-			"CSI_REGISTRAR_CONNECTION_TIMEOUT":        "9s",
-			"CSI_REGISTRAR_KUBELET_WAIT":              "3m",
-			"CSI_REGISTRAR_REGISTRATION_RETRY_MAX":    "4m",
-			"CSI_REGISTRAR_HEALTH_PORT":               "9810",
-			"CSI_REGISTRAR_ENABLE_PPROF":              "true",
-		} {
-			t.Setenv(k, v)
-		}
-		want := registrar.Options{
-			CSIAddress:              "/env/csi.sock",
-			KubeletRegistrationPath: "/var/lib/kubelet/plugins/env/csi.sock",
-			PluginRegistrationPath:  "/env-registry",
-			DriverName:              "env.csi.example.com",
-			Timeout:                 7 * time.Second,
-			ConnectionTimeout:       9 * time.Second,
-			KubeletWait:             3 * time.Minute,
-			RegistrationRetryMax:    4 * time.Minute,
-			HTTPEndpoint:            ":9810",
-			EnablePprof:             true,
-			Version:                 version,
-		}
-		for form, argv := range invocations(nil) {
-			var c capture
-			res := runInProcess(t, c.roles(), argv...)
-			if res.code != 0 || c.registerCalls != 1 {
-				t.Fatalf("%s: want exit 0 and one register call; %s", form, res)
-			}
-			got := c.register[0]
-			got.Logger = nil
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: options:\n got %+v\nwant %+v", form, got, want)
-			}
-		}
-		// The command line wins over the environment.
+// CSI_REGISTRAR_<FLAG> sets a flag, a flag given on the command line wins, and
+// unprefixed names change nothing: one test per behaviour.
+
+// TestEnvRegisterFlags: CSI_REGISTRAR_<FLAG> sets each register flag, in every
+// invocation form; a flag on the command line wins.
+func TestEnvRegisterFlags(t *testing.T) {
+	clearPrefixedEnv(t)
+	for k, v := range map[string]string{
+		"CSI_REGISTRAR_CSI_ADDRESS":               "/env/csi.sock",
+		"CSI_REGISTRAR_KUBELET_REGISTRATION_PATH": "/var/lib/kubelet/plugins/env/csi.sock",
+		"CSI_REGISTRAR_PLUGIN_REGISTRATION_PATH":  "/env-registry",
+		"CSI_REGISTRAR_DRIVER_NAME":               "env.csi.example.com",
+		"CSI_REGISTRAR_TIMEOUT":                   "7s",
+		"CSI_REGISTRAR_CONNECTION_TIMEOUT":        "9s",
+		"CSI_REGISTRAR_KUBELET_WAIT":              "3m",
+		"CSI_REGISTRAR_REGISTRATION_RETRY_MAX":    "4m",
+		"CSI_REGISTRAR_HEALTH_PORT":               "9810",
+		"CSI_REGISTRAR_ENABLE_PPROF":              "true",
+	} {
+		t.Setenv(k, v)
+	}
+	want := registrar.Options{
+		CSIAddress:              "/env/csi.sock",
+		KubeletRegistrationPath: "/var/lib/kubelet/plugins/env/csi.sock",
+		PluginRegistrationPath:  "/env-registry",
+		DriverName:              "env.csi.example.com",
+		Timeout:                 7 * time.Second,
+		ConnectionTimeout:       9 * time.Second,
+		KubeletWait:             3 * time.Minute,
+		RegistrationRetryMax:    4 * time.Minute,
+		HTTPEndpoint:            ":9810",
+		EnablePprof:             true,
+		Version:                 version,
+	}
+	for form, argv := range invocations(nil) {
 		var c capture
-		res := runInProcess(t, c.roles(), "csi-registrar", "register", "--timeout=2s", "--csi-address=/flag/csi.sock")
+		res := runInProcess(t, c.roles(), argv...)
 		if res.code != 0 || c.registerCalls != 1 {
-			t.Fatalf("want exit 0 and one register call; %s", res)
+			t.Fatalf("%s: want exit 0 and one register call; %s", form, res)
 		}
-		if got := c.register[0]; got.Timeout != 2*time.Second || got.CSIAddress != "/flag/csi.sock" {
-			t.Errorf("flags did not override the environment: %+v", got)
+		got := c.register[0]
+		got.Logger = nil
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: options:\n got %+v\nwant %+v", form, got, want)
 		}
-	})
+	}
+	// The command line wins over the environment.
+	var c capture
+	res := runInProcess(t, c.roles(), "csi-registrar", "register", "--timeout=2s", "--csi-address=/flag/csi.sock")
+	if res.code != 0 || c.registerCalls != 1 {
+		t.Fatalf("want exit 0 and one register call; %s", res)
+	}
+	if got := c.register[0]; got.Timeout != 2*time.Second || got.CSIAddress != "/flag/csi.sock" {
+		t.Errorf("flags did not override the environment: %+v", got)
+	}
+}
 
-	t.Run("prefixed mode", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		t.Setenv("CSI_REGISTRAR_MODE", "kubelet-registration-probe")
+// TestEnvMode: CSI_REGISTRAR_MODE=kubelet-registration-probe makes the
+// upstream name exit 0 without a registrar.
+func TestEnvMode(t *testing.T) {
+	clearPrefixedEnv(t)
+	t.Setenv("CSI_REGISTRAR_MODE", "kubelet-registration-probe")
+	var c capture
+	res := runInProcess(t, c.roles(), "/"+upstreamName)
+	if res.code != 0 || c.registerCalls != 0 {
+		t.Fatalf("CSI_REGISTRAR_MODE=kubelet-registration-probe: want exit 0 and no registrar; %s", res)
+	}
+}
+
+// TestEnvBadValue: a variable that does not parse is bad input (exit 2) naming
+// the variable and its value.
+func TestEnvBadValue(t *testing.T) {
+	clearPrefixedEnv(t)
+	t.Setenv("CSI_REGISTRAR_TIMEOUT", "soon")
+	var c capture
+	res := runInProcess(t, c.roles(), "csi-registrar", "register", "--kubelet-registration-path=/var/lib/kubelet/plugins/x/csi.sock")
+	if res.code != exitBadInput || c.registerCalls != 0 || !containsAll(res.stderr, "soon", "CSI_REGISTRAR_TIMEOUT") {
+		t.Fatalf("want exit 2 naming the variable and its value; %s", res)
+	}
+}
+
+// TestEnvDriverFlags: CSI_REGISTRAR_<FLAG> sets each driver flag.
+func TestEnvDriverFlags(t *testing.T) {
+	clearPrefixedEnv(t)
+	for k, v := range map[string]string{
+		"CSI_REGISTRAR_ENDPOINT":             "unix:///env/csi.sock",
+		"CSI_REGISTRAR_DRIVER_NAME":          "env.csi.example.com",
+		"CSI_REGISTRAR_NODE_ID":              "env-node",
+		"CSI_REGISTRAR_MAX_VOLUMES_PER_NODE": "12",
+		"CSI_REGISTRAR_TOPOLOGY":             "topology.example.com/zone=z1,topology.example.com/rack=r2",
+	} {
+		t.Setenv(k, v)
+	}
+	var c capture
+	res := runInProcess(t, c.roles(), "csi-registrar", "driver")
+	if res.code != 0 || c.driverCalls != 1 {
+		t.Fatalf("want exit 0 and one driver call; %s", res)
+	}
+	got := c.driver[0]
+	wantTopo := map[string]string{"topology.example.com/zone": "z1", "topology.example.com/rack": "r2"}
+	if got.Endpoint != "unix:///env/csi.sock" || got.Name != "env.csi.example.com" || got.NodeID != "env-node" ||
+		got.MaxVolumesPerNode != 12 || !reflect.DeepEqual(got.Topology, wantTopo) {
+		t.Errorf("driver options from the environment: %+v", got)
+	}
+}
+
+// TestEnvProbe: probe reads CSI_REGISTRAR_PROBE_*, not the register
+// container's CSI_REGISTRAR_*.
+func TestEnvProbe(t *testing.T) {
+	clearPrefixedEnv(t)
+	// probe has a prefix of its own: the register container's
+	// CSI_REGISTRAR_* (e.g. a 1s timeout) does not change it.
+	t.Setenv("CSI_REGISTRAR_PROBE_CSI_ADDRESS", "tcp://env-probe:1")
+	t.Setenv("CSI_REGISTRAR_CSI_ADDRESS", "tcp://register-address:1")
+	res := runInProcess(t, defaultRoles(), "csi-registrar", "probe")
+	if res.code != exitBadInput || !strings.Contains(res.stderr, "tcp://env-probe:1") {
+		t.Fatalf("probe did not read CSI_REGISTRAR_PROBE_CSI_ADDRESS; %s", res)
+	}
+	t.Setenv("CSI_REGISTRAR_PROBE_TIMEOUT", "5")
+	res = runInProcess(t, defaultRoles(), "csi-registrar", "probe")
+	if res.code != exitBadInput || !containsAll(res.stderr, "CSI_REGISTRAR_PROBE_TIMEOUT", "needs a unit") {
+		t.Fatalf("probe did not read CSI_REGISTRAR_PROBE_TIMEOUT; %s", res)
+	}
+}
+
+// TestEnvUnprefixed: unprefixed names (upstream's, the flags' own) change
+// nothing.
+func TestEnvUnprefixed(t *testing.T) {
+	clearPrefixedEnv(t)
+	for k, v := range map[string]string{
+		"VERSION":                   "1",
+		"TIMEOUT":                   "5s",
+		"CSI_ADDRESS":               "/x",
+		"KUBELET_REGISTRATION_PATH": "/y",
+		"PLUGIN_REGISTRATION_PATH":  "/z",
+		"HTTP_ENDPOINT":             ":1",
+		"HEALTH_PORT":               "1",
+		"MODE":                      "kubelet-registration-probe",
+		"DRIVER_NAME":               "unprefixed.example.com",
+		"CONNECTION_TIMEOUT":        "1s",
+		"V":                         "5",
+		"LOGGING_FORMAT":            "json",
+		"ENDPOINT":                  "unix:///unprefixed.sock",
+		"NODE_ID":                   "unprefixed-node",
+		"MAX_VOLUMES_PER_NODE":      "3",
+		"TOPOLOGY":                  "a.example.com/b=c",
+		"ADDRESS":                   "/address.sock",
+		"DRIVER_REG_SOCK_PATH":      "/var/lib/kubelet/plugins/other/csi.sock",
+	} {
+		t.Setenv(k, v)
+	}
+	const kp = "/var/lib/kubelet/plugins/x/csi.sock"
+	for form, argv := range invocations([]string{"--kubelet-registration-path=" + kp}) {
 		var c capture
-		res := runInProcess(t, c.roles(), "/"+upstreamName)
-		if res.code != 0 || c.registerCalls != 0 {
-			t.Fatalf("CSI_REGISTRAR_MODE=kubelet-registration-probe: want exit 0 and no registrar; %s", res)
+		res := runInProcess(t, c.roles(), argv...)
+		if res.code != 0 || c.registerCalls != 1 || res.stdout != "" {
+			t.Fatalf("%s: want exit 0, one register call and no version printed; %s", form, res)
 		}
-	})
+		got := c.register[0]
+		if got.Logger.Enabled(context.Background(), slog.LevelDebug) || strings.HasPrefix(res.stderr, "{") {
+			t.Errorf("%s: V or LOGGING_FORMAT changed logging", form)
+		}
+		got.Logger = nil
+		if want := defaultRegisterOptions(registrar.DefaultCSIAddress, kp); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: options:\n got %+v\nwant %+v", form, got, want)
+		}
+	}
+	// KUBELET_REGISTRATION_PATH does not stand in for the required flag.
+	res := runInProcess(t, defaultRoles(), "csi-registrar", "register")
+	if res.code != exitBadInput || !containsAll(res.stderr, "--kubelet-registration-path", "is required") {
+		t.Errorf("want exit 2 for the missing --kubelet-registration-path; %s", res)
+	}
+	var c capture
+	res = runInProcess(t, c.roles(), "csi-registrar", "driver", "--node-id=n1")
+	if res.code != 0 || c.driverCalls != 1 {
+		t.Fatalf("driver: want exit 0; %s", res)
+	}
+	if got := c.driver[0]; got.Endpoint != "unix:///csi/csi.sock" || got.Name != stubdriver.DefaultName ||
+		got.NodeID != "n1" || got.MaxVolumesPerNode != 0 || len(got.Topology) != 0 {
+		t.Errorf("driver: unprefixed variables changed options: %+v", got)
+	}
+}
 
-	t.Run("prefixed bad value", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		t.Setenv("CSI_REGISTRAR_TIMEOUT", "soon")
-		var c capture
-		res := runInProcess(t, c.roles(), "csi-registrar", "register", "--kubelet-registration-path=/var/lib/kubelet/plugins/x/csi.sock")
-		if res.code != exitBadInput || c.registerCalls != 0 || !containsAll(res.stderr, "soon", "CSI_REGISTRAR_TIMEOUT") {
-			t.Fatalf("want exit 2 naming the variable and its value; %s", res)
-		}
-	})
+// TestEnvNodeName: KUBE_NODE_NAME is the driver's default node ID.
+func TestEnvNodeName(t *testing.T) {
+	clearPrefixedEnv(t)
+	t.Setenv("KUBE_NODE_NAME", "node-from-downward-api")
+	var c capture
+	res := runInProcess(t, c.roles(), "csi-registrar", "driver")
+	if res.code != 0 || c.driverCalls != 1 || c.driver[0].NodeID != "node-from-downward-api" {
+		t.Fatalf("want node ID from KUBE_NODE_NAME; %s", res)
+	}
+}
 
-	t.Run("prefixed driver", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		for k, v := range map[string]string{
-			"CSI_REGISTRAR_ENDPOINT":             "unix:///env/csi.sock",
-			"CSI_REGISTRAR_DRIVER_NAME":          "env.csi.example.com",
-			"CSI_REGISTRAR_NODE_ID":              "env-node",
-			"CSI_REGISTRAR_MAX_VOLUMES_PER_NODE": "12",
-			"CSI_REGISTRAR_TOPOLOGY":             "topology.example.com/zone=z1,topology.example.com/rack=r2",
-		} {
-			t.Setenv(k, v)
+// TestEnvHelp: every command's --help lists the variables it reads, all with
+// the prefix.
+func TestEnvHelp(t *testing.T) {
+	clearPrefixedEnv(t)
+	app := newApp(nil, nil, defaultRoles())
+	for _, cmd := range app.Commands {
+		if cmd.Name == "version" {
+			continue
 		}
-		var c capture
-		res := runInProcess(t, c.roles(), "csi-registrar", "driver")
-		if res.code != 0 || c.driverCalls != 1 {
-			t.Fatalf("want exit 0 and one driver call; %s", res)
+		res := runInProcess(t, defaultRoles(), "csi-registrar", cmd.Name, "--help")
+		if res.code != 0 {
+			t.Fatalf("%s --help: %s", cmd.Name, res)
 		}
-		got := c.driver[0]
-		wantTopo := map[string]string{"topology.example.com/zone": "z1", "topology.example.com/rack": "r2"}
-		if got.Endpoint != "unix:///env/csi.sock" || got.Name != "env.csi.example.com" || got.NodeID != "env-node" ||
-			got.MaxVolumesPerNode != 12 || !reflect.DeepEqual(got.Topology, wantTopo) {
-			t.Errorf("driver options from the environment: %+v", got)
-		}
-	})
-
-	t.Run("prefixed probe", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		// probe has a prefix of its own: the register container's
-		// CSI_REGISTRAR_* (e.g. a 1s timeout) does not change it.
-		t.Setenv("CSI_REGISTRAR_PROBE_CSI_ADDRESS", "tcp://env-probe:1")
-		t.Setenv("CSI_REGISTRAR_CSI_ADDRESS", "tcp://register-address:1")
-		res := runInProcess(t, defaultRoles(), "csi-registrar", "probe")
-		if res.code != exitBadInput || !strings.Contains(res.stderr, "tcp://env-probe:1") {
-			t.Fatalf("probe did not read CSI_REGISTRAR_PROBE_CSI_ADDRESS; %s", res)
-		}
-		t.Setenv("CSI_REGISTRAR_PROBE_TIMEOUT", "5")
-		res = runInProcess(t, defaultRoles(), "csi-registrar", "probe")
-		if res.code != exitBadInput || !containsAll(res.stderr, "CSI_REGISTRAR_PROBE_TIMEOUT", "needs a unit") {
-			t.Fatalf("probe did not read CSI_REGISTRAR_PROBE_TIMEOUT; %s", res)
-		}
-	})
-
-	t.Run("unprefixed names change nothing", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		for k, v := range map[string]string{
-			"VERSION":                   "1",
-			"TIMEOUT":                   "5s",
-			"CSI_ADDRESS":               "/x",
-			"KUBELET_REGISTRATION_PATH": "/y",
-			"PLUGIN_REGISTRATION_PATH":  "/z",
-			"HTTP_ENDPOINT":             ":1",
-			"HEALTH_PORT":               "1",
-			"MODE":                      "kubelet-registration-probe",
-			"DRIVER_NAME":               "unprefixed.example.com",
-			"CONNECTION_TIMEOUT":        "1s",
-			"V":                         "5",
-			"LOGGING_FORMAT":            "json",
-			"ENDPOINT":                  "unix:///unprefixed.sock",
-			"NODE_ID":                   "unprefixed-node",
-			"MAX_VOLUMES_PER_NODE":      "3",
-			"TOPOLOGY":                  "a.example.com/b=c",
-			"ADDRESS":                   "/address.sock",
-			"DRIVER_REG_SOCK_PATH":      "/var/lib/kubelet/plugins/other/csi.sock",
-		} {
-			t.Setenv(k, v)
-		}
-		const kp = "/var/lib/kubelet/plugins/x/csi.sock"
-		for form, argv := range invocations([]string{"--kubelet-registration-path=" + kp}) {
-			var c capture
-			res := runInProcess(t, c.roles(), argv...)
-			if res.code != 0 || c.registerCalls != 1 || res.stdout != "" {
-				t.Fatalf("%s: want exit 0, one register call and no version printed; %s", form, res)
-			}
-			got := c.register[0]
-			if got.Logger.Enabled(context.Background(), slog.LevelDebug) || strings.HasPrefix(res.stderr, "{") {
-				t.Errorf("%s: V or LOGGING_FORMAT changed logging", form)
-			}
-			got.Logger = nil
-			if want := defaultRegisterOptions(registrar.DefaultCSIAddress, kp); !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: options:\n got %+v\nwant %+v", form, got, want)
-			}
-		}
-		// KUBELET_REGISTRATION_PATH does not stand in for the required flag.
-		res := runInProcess(t, defaultRoles(), "csi-registrar", "register")
-		if res.code != exitBadInput || !containsAll(res.stderr, "--kubelet-registration-path", "is required") {
-			t.Errorf("want exit 2 for the missing --kubelet-registration-path; %s", res)
-		}
-		var c capture
-		res = runInProcess(t, c.roles(), "csi-registrar", "driver", "--node-id=n1")
-		if res.code != 0 || c.driverCalls != 1 {
-			t.Fatalf("driver: want exit 0; %s", res)
-		}
-		if got := c.driver[0]; got.Endpoint != "unix:///csi/csi.sock" || got.Name != stubdriver.DefaultName ||
-			got.NodeID != "n1" || got.MaxVolumesPerNode != 0 || len(got.Topology) != 0 {
-			t.Errorf("driver: unprefixed variables changed options: %+v", got)
-		}
-	})
-
-	t.Run("KUBE_NODE_NAME is the default node ID", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		t.Setenv("KUBE_NODE_NAME", "node-from-downward-api")
-		var c capture
-		res := runInProcess(t, c.roles(), "csi-registrar", "driver")
-		if res.code != 0 || c.driverCalls != 1 || c.driver[0].NodeID != "node-from-downward-api" {
-			t.Fatalf("want node ID from KUBE_NODE_NAME; %s", res)
-		}
-	})
-
-	t.Run("help lists the variables", func(t *testing.T) {
-		clearPrefixedEnv(t)
-		app := newApp(nil, nil, defaultRoles())
-		for _, cmd := range app.Commands {
-			if cmd.Name == "version" {
+		listed := 0
+		for _, f := range cmd.Flags {
+			df, ok := f.(cli.DocGenerationFlag)
+			if vf, visible := f.(cli.VisibleFlag); !ok || visible && !vf.IsVisible() {
 				continue
 			}
-			res := runInProcess(t, defaultRoles(), "csi-registrar", cmd.Name, "--help")
-			if res.code != 0 {
-				t.Fatalf("%s --help: %s", cmd.Name, res)
-			}
-			listed := 0
-			for _, f := range cmd.Flags {
-				df, ok := f.(cli.DocGenerationFlag)
-				if vf, visible := f.(cli.VisibleFlag); !ok || visible && !vf.IsVisible() {
-					continue
+			for _, ev := range df.GetEnvVars() {
+				if !strings.HasPrefix(ev, envPrefix) {
+					t.Errorf("%s --%s reads %s, which lacks the %s prefix", cmd.Name, f.Names()[0], ev, envPrefix)
 				}
-				for _, ev := range df.GetEnvVars() {
-					if !strings.HasPrefix(ev, envPrefix) {
-						t.Errorf("%s --%s reads %s, which lacks the %s prefix", cmd.Name, f.Names()[0], ev, envPrefix)
-					}
-					if want := "$" + ev; !strings.Contains(res.stdout, want) {
-						t.Errorf("%s --help does not list %s", cmd.Name, want)
-					}
-					listed++
+				if want := "$" + ev; !strings.Contains(res.stdout, want) {
+					t.Errorf("%s --help does not list %s", cmd.Name, want)
 				}
-			}
-			if listed == 0 {
-				t.Errorf("%s has no flag read from the environment", cmd.Name)
+				listed++
 			}
 		}
-		// The ones users look for.
-		res := runInProcess(t, defaultRoles(), "/"+upstreamName, "--help")
-		for _, name := range []string{"CSI_REGISTRAR_CSI_ADDRESS", "CSI_REGISTRAR_KUBELET_REGISTRATION_PATH",
-			"CSI_REGISTRAR_PLUGIN_REGISTRATION_PATH", "CSI_REGISTRAR_HTTP_ENDPOINT", "CSI_REGISTRAR_TIMEOUT"} {
-			if !strings.Contains(res.stdout, "$"+name) {
-				t.Errorf("%s --help does not list $%s", upstreamName, name)
-			}
+		if listed == 0 {
+			t.Errorf("%s has no flag read from the environment", cmd.Name)
 		}
-	})
+	}
+	// The ones users look for.
+	res := runInProcess(t, defaultRoles(), "/"+upstreamName, "--help")
+	for _, name := range []string{"CSI_REGISTRAR_CSI_ADDRESS", "CSI_REGISTRAR_KUBELET_REGISTRATION_PATH",
+		"CSI_REGISTRAR_PLUGIN_REGISTRATION_PATH", "CSI_REGISTRAR_HTTP_ENDPOINT", "CSI_REGISTRAR_TIMEOUT"} {
+		if !strings.Contains(res.stdout, "$"+name) {
+			t.Errorf("%s --help does not list $%s", upstreamName, name)
+		}
+	}
 }
 
 // TestProbeNotReadyInProcess: a failing probe is returned by run() as exit

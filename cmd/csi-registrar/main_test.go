@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -115,33 +114,20 @@ func (c *capture) roles() roles {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// syncBuffer is safe for a writer and concurrent readers, who can wait for
+// what is written (registrartest.Buffer). Tests wait on events: a log line
+// (proc.waitLog), a file's creation (waitPath), the process's exit
+// (proc.wait); only the benchmarks poll (waitFor, process_bench_test.go).
+type syncBuffer struct{ registrartest.Buffer }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitPath waits until path exists (a file watcher's event), failing the
+// test after waitTimeout.
+func waitPath(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := registrartest.WaitPath(ctx, path); err != nil {
+		t.Fatal(err)
 	}
 }
 

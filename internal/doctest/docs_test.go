@@ -212,3 +212,63 @@ func TestReadmeShort(t *testing.T) {
 			lines, words, readmeMaxLines, readmeMaxWords)
 	}
 }
+
+// TestDocsClaims checks what README.md and docs/ state about the code: every
+// flag default they state (tables with a "default" column, "(default X)" in
+// prose) against the --help of the csi-registrar built from this checkout,
+// and every `make TARGET` they name against the targets `make help` lists.
+func TestDocsClaims(t *testing.T) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(buildBinary(t, abs), "csi-registrar")
+	helps := map[string]map[string]doctest.FlagHelp{}
+	for _, cmd := range []string{"register", "driver", "doctor"} {
+		out, err := exec.Command(bin, cmd, "--help").Output()
+		if err != nil {
+			t.Fatalf("csi-registrar %s --help: %v", cmd, err)
+		}
+		if helps[cmd] = doctest.ParseHelp(string(out)); len(helps[cmd]) == 0 {
+			t.Fatalf("csi-registrar %s --help: no flag found in\n%s", cmd, out)
+		}
+	}
+	mk := exec.Command("make", "--no-print-directory", "-s", "help")
+	mk.Dir = abs
+	out, err := mk.Output()
+	if err != nil {
+		t.Fatalf("make help: %v", err)
+	}
+	targets := doctest.HelpTargets(string(out))
+	files := []string{"README.md"}
+	for _, f := range runFiles(t) {
+		if strings.HasPrefix(f, "docs/") {
+			files = append(files, f)
+		}
+	}
+	nFlags, nTargets := 0, 0
+	for _, f := range files {
+		fc, err := doctest.FlagClaims(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range fc {
+			c.File = f
+			if err := c.Check(helps); err != nil {
+				t.Error(err)
+			}
+		}
+		mc, err := doctest.MakeClaims(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range mc {
+			c.File = f
+			if err := c.Check(targets); err != nil {
+				t.Error(err)
+			}
+		}
+		nFlags, nTargets = nFlags+len(fc), nTargets+len(mc)
+	}
+	t.Logf("%d flag defaults and %d make targets named in %d files, checked", nFlags, nTargets, len(files))
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/doctest"
+	"github.com/csi-registrar/csi-registrar/internal/testwait"
 )
 
 // write creates files under a new directory and returns it.
@@ -181,17 +183,15 @@ func TestRunKillsLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
-		// Gone, or a zombie waiting for init to reap it.
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the block's background sleep (pid %s) still runs after the block ended", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
+	n, err := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone, or a zombie waiting for init to reap it: its pidfd says so.
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	if err := testwait.Exit(wctx, n); err != nil {
+		t.Fatalf("the block's background sleep (pid %d) still runs after the block ended: %v", n, err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -205,4 +205,65 @@ func TestRunKillsLeftovers(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Run of a hanging block took %s after its context ended", d)
 	}
+}
+
+// TestClaimsCaught: a page with a wrong default (in a table and in prose)
+// and a make target that does not exist fails the checks; the true ones pass.
+func TestClaimsCaught(t *testing.T) {
+	dir := write(t, map[string]string{"p.md": "# `csi-registrar register`\n\n" +
+		"| flag | default | meaning |\n|---|---|---|\n" +
+		"| `--timeout` | `1s` | right |\n" +
+		"| `--kubelet-wait` | `3m` | wrong |\n" +
+		"| `--kubelet-registration-path` | required | right |\n" +
+		"| `--mode` | | no claim |\n" +
+		"| `--no-such-flag` | `1` | not a flag |\n\n" +
+		"`--registration-retry-max` (5 min by default), `--connection-timeout=1s`, the default.\n\n" +
+		"Run `make test`, then `make no-such-target K8S=1.34`; not `make local-*`.\n\n" +
+		"```sh illustrative\nmake -n bench   # make sure\n```\n"})
+	help := parseHelpOf(t, "   --timeout value                    timeout (default: 1s) [$CSI_REGISTRAR_TIMEOUT]\n"+
+		"   --kubelet-wait value               re-create (default: 2m0s) [$CSI_REGISTRAR_KUBELET_WAIT]\n"+
+		"   --kubelet-registration-path value  the path (required) [$X]\n"+
+		"   --mode value                       deprecated [$X]\n"+
+		"   --registration-retry-max value     cap (default: 5m0s) [$X]\n"+
+		"   --connection-timeout value         wait (default: 0s) [$X]\n")
+	claims, err := doctest.FlagClaims(filepath.Join(dir, "p.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrong []string
+	for _, c := range claims {
+		if err := c.Check(map[string]map[string]doctest.FlagHelp{"register": help}); err != nil {
+			wrong = append(wrong, c.Flag)
+			t.Logf("caught: %v", err)
+		}
+	}
+	if got, want := strings.Join(wrong, " "), "kubelet-wait no-such-flag connection-timeout"; got != want {
+		t.Errorf("flags caught = %q, want %q (of %d claims)", got, want, len(claims))
+	}
+
+	mc, err := doctest.MakeClaims(filepath.Join(dir, "p.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := doctest.HelpTargets("test      vet, gofmt\nbench     figures\n")
+	var missing []string
+	for _, c := range mc {
+		if err := c.Check(targets); err != nil {
+			missing = append(missing, c.Target)
+			t.Logf("caught: %v", err)
+		}
+	}
+	if got := strings.Join(missing, " "); got != "no-such-target" || len(mc) != 3 {
+		t.Errorf("targets caught = %q of %d named, want no-such-target of 3 (test, no-such-target, bench)", got, len(mc))
+	}
+}
+
+// parseHelpOf parses a --help text and checks it found a flag.
+func parseHelpOf(t *testing.T, help string) map[string]doctest.FlagHelp {
+	t.Helper()
+	h := doctest.ParseHelp(help)
+	if len(h) == 0 {
+		t.Fatalf("no flag found in %q", help)
+	}
+	return h
 }

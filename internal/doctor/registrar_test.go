@@ -29,8 +29,9 @@ func TestDoctorChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var regLog registrartest.Buffer
 	reg, err := registrar.New(registrar.Options{CSIAddress: drvSock, KubeletRegistrationPath: drvSock,
-		PluginRegistrationPath: n.registry, Logger: quiet})
+		PluginRegistrationPath: n.registry, Logger: slog.New(slog.NewTextHandler(&regLog, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +41,12 @@ func TestDoctorChangesNothing(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; <-done })
 
 	regSock := filepath.Join(n.registry, "s.csi.example.com-reg.sock")
-	deadline := time.Now().Add(10 * time.Second)
-	for reg.Status().Stage != registrar.StageWaitingForKubelet {
-		if time.Now().After(deadline) {
-			t.Fatalf("registrar not serving: %v", reg.Status())
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The registrar logs this once its socket serves (and then publishes
+	// StageWaitingForKubelet).
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if _, err := regLog.Wait(wctx, func(s string) bool { return strings.Contains(s, "registration socket created") }); err != nil {
+		t.Fatalf("registrar not serving: %v: %v\n%s", err, reg.Status(), regLog.String())
 	}
 
 	r := n.run(t, n.opts())

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/mdtable"
 	"github.com/csi-registrar/csi-registrar/kind/e2e/kubeletlog"
 )
 
@@ -201,23 +202,17 @@ func driverTable(runs []driverRun) string {
 			cell[[2]string{row, r.Registrar}] = &r.Cases[j]
 		}
 	}
-	var b strings.Builder
-	b.WriteString("| driver, case |")
+	tb := mdtable.Table{Header: []string{"driver, case"}}
 	for _, reg := range regs {
-		fmt.Fprintf(&b, " %s | restarts | CSINode entry (s) |", reg)
+		tb.Header = append(tb.Header, reg, "restarts", "CSINode entry (s)")
 	}
-	b.WriteString("\n|---|")
-	for range regs {
-		b.WriteString("---|---|---|")
-	}
-	b.WriteString("\n")
 	var notes []string
 	for _, row := range rows {
-		fmt.Fprintf(&b, "| %s |", row)
+		cells := []string{row}
 		for _, reg := range regs {
 			c := cell[[2]string{row, reg}]
 			if c == nil {
-				b.WriteString(" - | - | - |")
+				cells = append(cells, "-", "-", "-")
 				continue
 			}
 			v := c.Verdict
@@ -244,10 +239,12 @@ func driverTable(runs []driverRun) string {
 			if len(ts) == 0 {
 				ts = []string{"-"}
 			}
-			fmt.Fprintf(&b, " %s | %s | %s |", v, strings.Join(rs, ", "), strings.Join(ts, "; "))
+			cells = append(cells, v, strings.Join(rs, ", "), strings.Join(ts, "; "))
 		}
-		b.WriteString("\n")
+		tb.Rows = append(tb.Rows, cells)
 	}
+	var b strings.Builder
+	b.WriteString(tb.Markdown())
 	for _, r := range runs {
 		fmt.Fprintf(&b, "%s with %s: Kubernetes %s, provider %s\n", filepath.Base(r.Driver), r.Registrar, r.Kubernetes, r.Provider)
 	}

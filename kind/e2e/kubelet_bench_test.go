@@ -8,7 +8,7 @@ package e2e
 // /var/lib/kubelet/plugins/<name>/, and are all removed at the end. The node
 // is shared: run this only under the local node's lock, as `make bench` does:
 //
-//	flock /tmp/csi-registrar-localnode.lock bash -c 'bash kind/localnode/up.sh &&
+//	bash kind/nodelock.sh bash -c 'bash kind/localnode/up.sh &&
 //	  BENCH_BINARY=$PWD/bin/csi-registrar go test -tags bench -run TestBenchKubelet -v ./kind/e2e'
 //
 // CSINode is followed with `kubectl get csinode <node> --watch -o json`

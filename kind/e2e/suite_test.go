@@ -28,12 +28,13 @@ import (
 //	E2E_PROVIDER       local (default) or kind
 //	E2E_IMAGE_ARCHIVE  the image to test (default bin/image.tar, from `make image`)
 //	E2E_KEEP           set: leave the cluster up (and the last state deployed) at the end
-//	LOCALNODE_LOCKED   1: the caller holds the local node's lock (the Makefile's with_node_lock sets it)
+//	LOCALNODE_LOCKED   1: the caller holds the local node's lock (kind/nodelock.sh sets it)
 const (
 	manifestsDir = "manifests"
 	retryOverlay = "kind/e2e/overlays/retry"
-	// LocalNodeLock serialises every user of the one local node.
-	LocalNodeLock = "/tmp/csi-registrar-localnode.lock"
+	// nodeLockScript runs a command under the lock that serialises every
+	// user of the one local node (the Makefile's with_node_lock calls it too).
+	nodeLockScript = "kind/nodelock.sh"
 	// lockedEnv is set (to 1) in the environment of whoever holds the lock.
 	lockedEnv = "LOCALNODE_LOCKED"
 )
@@ -67,9 +68,9 @@ func runSuite(m *testing.M) int {
 		name = "local"
 	}
 	if name == "local" && os.Getenv(lockedEnv) != "1" {
-		// The one lock implementation is the Makefile's: flock -o, with
-		// LOCALNODE_LOCKED=1 for the holder. Run again under it.
-		err := relockUnderFlock()
+		// The one lock implementation is kind/nodelock.sh (the Makefile's
+		// too): LOCALNODE_LOCKED=1 for the holder. Run again under it.
+		err := relockUnderNodeLock(root)
 		logf("%v", err)
 		return 1
 	}
@@ -127,24 +128,21 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
-// relockUnderFlock replaces this process with itself run under the local
-// node's lock, as the Makefile's with_node_lock runs a command: `flock -o
-// LOCK env LOCALNODE_LOCKED=1 ARGS...` (-o: the daemons up.sh starts do not
-// inherit the lock). It returns only on an error.
-func relockUnderFlock() error {
-	flock, err := exec.LookPath("flock")
+// relockUnderNodeLock replaces this process with itself run under the local
+// node's lock, as the Makefile's with_node_lock runs a command: `bash
+// kind/nodelock.sh ARGS...`, which says when it waits and sets
+// LOCALNODE_LOCKED=1. It returns only on an error.
+func relockUnderNodeLock(root string) error {
+	bash, err := exec.LookPath("bash")
 	if err != nil {
-		return fmt.Errorf("the local node's lock: %w (flock is in util-linux)", err)
-	}
-	if exec.Command(flock, "-n", LocalNodeLock, "true").Run() != nil {
-		logf("waiting for %s (another user of the local node holds it)", LocalNodeLock)
+		return fmt.Errorf("the local node's lock: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	args := append([]string{flock, "-o", LocalNodeLock, "env", lockedEnv + "=1", self}, os.Args[1:]...)
-	return fmt.Errorf("exec flock: %w", syscall.Exec(flock, args, os.Environ()))
+	args := append([]string{bash, filepath.Join(root, nodeLockScript), self}, os.Args[1:]...)
+	return fmt.Errorf("exec %s: %w", nodeLockScript, syscall.Exec(bash, args, os.Environ()))
 }
 
 // setup loads the image, starts from a clean slate (nothing of ours

@@ -193,17 +193,12 @@ build_is_current() {
 }
 
 # build_lock WHO: holds, until the script exits, the lock of this version's Go builds
-# (build.sh, storage/build-e2e.sh): a second build would compile the same packages
-# again instead of finding them in the Go build cache, so it waits. After a wait the
-# clock restarts: the script's times are its own build's.
+# (build.sh, storage/build-e2e.sh; kind/buildlock.sh). After a wait the clock
+# restarts: the script's times are its own build's.
+# shellcheck source=../buildlock.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../buildlock.sh"
 build_lock() {
-  mkdir -p "$LOCALNODE_CACHE"
-  exec {_build_lock_fd}>"$LOCALNODE_CACHE/build.lock"
-  if ! flock -n "$_build_lock_fd"; then
-    echo "$1: another build of Kubernetes $K8S_VERSION is running: waiting for it"
-    flock "$_build_lock_fd"
-    _T0=$EPOCHREALTIME
-  fi
+  hold_build_lock "$LOCALNODE_CACHE/build.lock" "$1" "Kubernetes $K8S_VERSION" || _T0=$EPOCHREALTIME
 }
 
 # k8s_ldflags: the -ldflags of a Go build from k8sbuild/<minor>/ (build.sh, build-e2e.sh),

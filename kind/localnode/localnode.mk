@@ -2,12 +2,11 @@
 # Included by the top-level Makefile; paths are relative to the repository root.
 LOCALNODE := kind/localnode
 # The local node is one shared resource: every use of it (up, down, demo, e2e, bench)
-# holds this lock. with_node_lock CMD: run CMD under it, unless the caller already
-# holds it (LOCALNODE_LOCKED=1). flock -o: the daemons CMD starts do not inherit it.
+# holds its lock. with_node_lock CMD: run CMD (a simple command) under it, unless the
+# caller already holds it (LOCALNODE_LOCKED=1); kind/nodelock.sh is the one implementation
+# (the e2e suite uses it too).
 LOCALNODE_LOCK ?= /tmp/csi-registrar-localnode.lock
-with_node_lock = if [ "$${LOCALNODE_LOCKED:-}" = 1 ]; then $(1); else \
-  flock -n $(LOCALNODE_LOCK) true || echo "waiting for $(LOCALNODE_LOCK): another user of the local node holds it"; \
-  flock -o $(LOCALNODE_LOCK) env LOCALNODE_LOCKED=1 $(1); fi
+with_node_lock = LOCALNODE_LOCK=$(LOCALNODE_LOCK) bash kind/nodelock.sh $(1)
 
 .PHONY: local-deps local-build local-up local-down local-purge local-smoke
 

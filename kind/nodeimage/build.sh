@@ -23,8 +23,9 @@ source "$here/lib.sh"
 kind_k8s_env
 cache="$KIND_CACHE/$K8S_VERSION"
 mkdir -p "$cache/bin"
-exec {lockfd}>"$cache/build.lock"
-flock -n "$lockfd" || { step "node image: another build of $K8S_VERSION runs: waiting"; flock "$lockfd"; }
+# shellcheck source=../buildlock.sh
+source "$here/../buildlock.sh"
+hold_build_lock "$cache/build.lock" "node image" "$K8S_VERSION" || true
 
 install_debs mmdebstrap containerd jq
 # A private dockerd this build starts is stopped again at its end (kind/cluster.sh
