@@ -78,6 +78,16 @@ example-image: ## example workload image $(EXAMPLE_IMAGE) (manifests/examples/) 
 # The e2e suite's template cases (kind/e2e/template_test.go) run the example pod.
 e2e e2e-kind: example-image
 
+# A new driver project from the reference driver (docs/writing-a-driver.md,
+# "A new driver project in one command"); its go.mod replaces csi-registrar
+# with this checkout until a release is tagged.
+.PHONY: new-driver
+new-driver: ## MODULE=example.com/mydriver DRIVER=my.csi.example.com DIR=../mydriver: a standalone driver project (PACKAGE=, KUBELET_DIR= optional)
+	@[ -n "$(MODULE)" ] && [ -n "$(DRIVER)" ] && [ -n "$(DIR)" ] || { \
+	  echo "make new-driver: give MODULE=<Go module path> DRIVER=<CSI driver name> DIR=<new or empty directory>, e.g. make new-driver MODULE=example.com/mydriver DRIVER=my.csi.example.com DIR=../mydriver" >&2; exit 2; }
+	$(GO) run ./cmd/csi-driver-new -from $(CURDIR) -module '$(MODULE)' -driver '$(DRIVER)' -dir '$(DIR)' \
+	  $(if $(PACKAGE),-package '$(PACKAGE)') $(if $(KUBELET_DIR),-kubelet-dir '$(KUBELET_DIR)')
+
 clean: ## remove bin/
 	rm -rf bin
 

@@ -1,0 +1,260 @@
+package newdriver
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	testModule = "example.com/fast-csi"
+	testDriver = "fast.csi.example.com"
+	testBinary = "fast-csi"
+	testPkg    = "fastcsi"
+)
+
+// TestGenerate generates a project from this checkout and builds, vets and
+// tests it as its author would (go test runs the renamed csi-sanity suite and
+// the main package's tests), then renders its manifests with kustomize.
+func TestGenerate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: generating, building and testing a project takes about 30 s")
+	}
+	dir := filepath.Join(t.TempDir(), "fast-csi")
+	// The new module resolves what the source's go.sum lacks through the
+	// module proxy, outside any go.work, writing go.mod as needed.
+	t.Setenv("GOFLAGS", "-mod=mod")
+	t.Setenv("GOWORK", "off")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	res, err := Generate(ctx, Options{Module: testModule, Driver: testDriver, Dir: dir, Source: checkout(t)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("generated %d files, go mod tidy included, in %s", len(res.Files), time.Since(start).Round(100*time.Millisecond))
+	for _, want := range []string{"go.mod", "go.sum", "LICENSE", "README.md", "Makefile", "Dockerfile", ".github/workflows/ci.yaml",
+		"cmd/fast-csi/main.go", "pkg/fastcsi/driver.go", "pkg/fastcsi/sanity_test.go", "test/storage-e2e.yaml",
+		"manifests/kustomization.yaml", "manifests/base/daemonset.yaml", "manifests/in-process/kustomization.yaml"} {
+		if !slices.Contains(res.Files, want) {
+			t.Errorf("%s not generated (files: %v)", want, res.Files)
+		}
+	}
+
+	goCmd(ctx, t, dir, "build", "./...")
+	goCmd(ctx, t, dir, "vet", "./...")
+	out := goCmd(ctx, t, dir, "test", "-count=1", "-run", "^(TestSanity|TestVersion|TestBadInput|TestProbeWithoutDriver)$", "./...")
+	for _, want := range []string{"ok  \t" + testModule + "/pkg/" + testPkg, "ok  \t" + testModule + "/cmd/" + testBinary} {
+		if !strings.Contains(out, want) {
+			t.Errorf("go test did not report %q:\n%s", want, out)
+		}
+	}
+
+	checkRenamed(t, dir)
+	checkGoMod(t, dir)
+	checkManifests(t, dir)
+}
+
+// goCmd runs the go command in dir and returns its output.
+func goCmd(ctx context.Context, t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	t.Logf("go %s: %s", strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
+
+// checkRenamed: no file still names the reference driver, and every Go
+// file taken from it carries the license notice.
+func checkRenamed(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || e.Name() == "go.sum" || e.Name() == "LICENSE" {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		for _, old := range []string{"stub.csi.example.com", "csi-stub", "/stubdriver\"", "package stubdriver", "stubdriver."} {
+			if strings.Contains(string(b), old) {
+				t.Errorf("%s still contains %q", rel, old)
+			}
+		}
+		if strings.HasPrefix(rel, "pkg/") && !strings.Contains(string(b), "Apache License, Version 2.0") {
+			t.Errorf("%s has no license notice", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pkg", testPkg, "driver.go"))
+	if err != nil || !strings.Contains(string(b), `const DefaultName = "`+testDriver+`"`) {
+		t.Errorf("driver.go does not set DefaultName to %q: %v", testDriver, err)
+	}
+}
+
+// checkGoMod: the project requires csi-registrar, replaced by this checkout.
+func checkGoMod(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	for _, want := range []string{"module " + testModule + "\n", ModulePath + " " + checkoutVersion, "replace " + ModulePath + " => " + root + "\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("go.mod does not contain %q:\n%s", want, b)
+		}
+	}
+}
+
+// checkManifests renders both variants as `kubectl kustomize` does and
+// checks that the driver name is everywhere it must be.
+func checkManifests(t *testing.T, dir string) {
+	t.Helper()
+	sock := "/var/lib/kubelet/plugins/" + testDriver + "/csi.sock"
+	for _, v := range []struct {
+		dir        string
+		containers []string
+		regArg     string // the driver's in-process registration flag
+	}{
+		{"manifests", []string{"driver", "registrar"}, ""},
+		{"manifests/in-process", []string{"driver"}, "--kubelet-registration-path=" + sock},
+	} {
+		t.Run(v.dir, func(t *testing.T) {
+			csiDriver, ds := render(t, filepath.Join(dir, v.dir))
+			if csiDriver.Name != testDriver || csiDriver.Spec.PodInfoOnMount == nil || !*csiDriver.Spec.PodInfoOnMount {
+				t.Errorf("CSIDriver %q podInfoOnMount %v, want %q true", csiDriver.Name, csiDriver.Spec.PodInfoOnMount, testDriver)
+			}
+			if ds.Namespace != testBinary || ds.Name != testBinary+"-node" {
+				t.Errorf("DaemonSet %s/%s, want %s/%s-node", ds.Namespace, ds.Name, testBinary, testBinary)
+			}
+			spec := ds.Spec.Template.Spec
+			var names []string
+			for _, c := range spec.Containers {
+				names = append(names, c.Name)
+			}
+			if !slices.Equal(names, v.containers) {
+				t.Fatalf("containers %v, want %v", names, v.containers)
+			}
+			drv := spec.Containers[0]
+			if drv.Image != testBinary+":dev" {
+				t.Errorf("driver image %q, want %s:dev", drv.Image, testBinary)
+			}
+			for _, arg := range []string{"--driver-name=" + testDriver, "--topology=topology." + testDriver + "/zone=zone-a",
+				"--state-dir=/var/lib/" + testBinary + "/" + testDriver} {
+				if !slices.Contains(drv.Args, arg) {
+					t.Errorf("driver args %q lack %q", drv.Args, arg)
+				}
+			}
+			if v.regArg != "" && !slices.Contains(drv.Args, v.regArg) {
+				t.Errorf("driver args %q lack %q", drv.Args, v.regArg)
+			}
+			if len(spec.Containers) > 1 {
+				reg := spec.Containers[1]
+				if reg.Image != "csi-registrar:dev" || len(reg.Env) != 1 || reg.Env[0].Value != sock {
+					t.Errorf("registrar image %q env %v, want csi-registrar:dev and DRIVER_REG_SOCK_PATH=%s", reg.Image, reg.Env, sock)
+				}
+			}
+			paths := map[string]string{}
+			for _, vol := range spec.Volumes {
+				if vol.HostPath != nil {
+					paths[vol.Name] = vol.HostPath.Path
+				}
+			}
+			if paths["socket-dir"] != "/var/lib/kubelet/plugins/"+testDriver+"/" ||
+				paths["state-dir"] != "/var/lib/"+testBinary+"/"+testDriver ||
+				paths["registration-dir"] != "/var/lib/kubelet/plugins_registry/" {
+				t.Errorf("hostPaths %v do not name the driver %s", paths, testDriver)
+			}
+		})
+	}
+}
+
+// render runs kustomize on dir and returns its CSIDriver and DaemonSet.
+func render(t *testing.T, dir string) (*storagev1.CSIDriver, *appsv1.DaemonSet) {
+	t.Helper()
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize %s: %v", dir, err)
+	}
+	var csiDriver *storagev1.CSIDriver
+	var ds *appsv1.DaemonSet
+	for _, r := range m.Resources() {
+		b, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r.GetKind() {
+		case "CSIDriver":
+			csiDriver = &storagev1.CSIDriver{}
+			err = yaml.UnmarshalStrict(b, csiDriver)
+		case "DaemonSet":
+			ds = &appsv1.DaemonSet{}
+			err = yaml.UnmarshalStrict(b, ds)
+		case "Namespace":
+		default:
+			t.Errorf("%s renders an unexpected %s", dir, r.GetKind())
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", r.GetKind(), r.GetName(), err)
+		}
+	}
+	if csiDriver == nil || ds == nil {
+		t.Fatalf("%s renders no CSIDriver or no DaemonSet", dir)
+	}
+	return csiDriver, ds
+}
+
+// TestReleasedSource: a project generated from a released version requires
+// it, with no replace, and its CI checks out the same tag.
+func TestReleasedSource(t *testing.T) {
+	src := checkout(t)
+	src.Version = "v0.1.0"
+	o := Options{Module: testModule, Driver: testDriver, Dir: t.TempDir(), Source: src}
+	files, err := o.files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"go.mod":                    {"require " + ModulePath + " v0.1.0\n"},
+		".github/workflows/ci.yaml": {"ref: v0.1.0\n"},
+		"README.md":                 {"requires csi-registrar v0.1.0"},
+		"pkg/fastcsi/driver.go":     {"(v0.1.0), licensed under"},
+	}
+	for _, f := range files {
+		for _, w := range want[f.path] {
+			if !strings.Contains(string(f.data), w) {
+				t.Errorf("%s does not contain %q:\n%s", f.path, w, f.data)
+			}
+		}
+		delete(want, f.path)
+		if f.path == "go.mod" && strings.Contains(string(f.data), "replace") {
+			t.Errorf("go.mod replaces a released version:\n%s", f.data)
+		}
+	}
+	for p := range want {
+		t.Errorf("%s not generated", p)
+	}
+}
