@@ -12,6 +12,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -122,7 +123,7 @@ func getInfo(ctx context.Context, path string) (*registerapi.PluginInfo, string,
 	if err := dialCheck(path, csiplugin.GetInfoTimeout); err != nil {
 		return nil, classifyDial(err), err
 	}
-	conn, err := dialGRPC(path)
+	conn, err := dialGRPC(path, outlastGetInfo)
 	if err != nil {
 		return nil, getInfoFailedPrefixed + err.Error(), err
 	}
@@ -166,8 +167,22 @@ func classifyDial(err error) string {
 	return getInfoFailedPrefixed + err.Error()
 }
 
+// outlastGetInfo lets a connection attempt outlive GetInfo's deadline, so
+// that only the deadline ends the call on a hung server (one that accepts
+// and never sends its HTTP/2 settings): DeadlineExceeded, "hung". With the
+// attempt bounded by the same second (csiplugin.Dial's MinConnectTimeout)
+// both timers expire together and whichever goroutine runs first decides;
+// when the attempt's end won, the call failed Unavailable, which getInfo
+// reads as "does not speak gRPC". A server that closes the connection or
+// answers something else than HTTP/2 still ends the attempt at once, and
+// the client is closed when getInfo returns, ending the attempt with it.
+var outlastGetInfo = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           grpcbackoff.DefaultConfig, // an attempt gets the larger of its first delay and MinConnectTimeout
+	MinConnectTimeout: 10 * csiplugin.GetInfoTimeout,
+})
+
 // dialGRPC makes a gRPC client for the unix socket at path, as the kubelet
 // does, with a user agent a registrar does not take for the kubelet's.
-func dialGRPC(path string) (*grpc.ClientConn, error) {
-	return csiplugin.Dial(path, grpc.WithUserAgent(csiplugin.NotKubeletUserAgent+" (doctor)"))
+func dialGRPC(path string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return csiplugin.Dial(path, append([]grpc.DialOption{grpc.WithUserAgent(csiplugin.NotKubeletUserAgent + " (doctor)")}, opts...)...)
 }
