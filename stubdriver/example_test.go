@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -86,6 +87,7 @@ func ExampleNew_register() {
 		log.Fatal(err)
 	}
 
+	var logs registrartest.Buffer // the driver's and its registrar's log
 	d, err := stubdriver.New(stubdriver.Options{
 		Endpoint: "unix://" + sock,
 		NodeID:   "node-1",
@@ -95,7 +97,7 @@ func ExampleNew_register() {
 			KubeletRegistrationPath: sock,
 			PluginRegistrationPath:  registry,
 		},
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -105,11 +107,12 @@ func ExampleNew_register() {
 	go func() { done <- d.Run(ctx) }()
 
 	regSock := filepath.Join(registry, stubdriver.DefaultName+csiplugin.RegistrationSocketSuffix)
-	// The registrar creates its socket once the driver serves: wait for it
-	// as the kubelet's plugin watcher does, on the directory's events.
+	// The registrar creates its socket once the driver serves. Its file
+	// appears at bind(2), an instant before the socket listens (the kubelet
+	// retries a refused dial); the registrar logs once it serves: wait for that.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := registrartest.WaitPath(wctx, regSock); err != nil {
+	if _, err := logs.Wait(wctx, func(s string) bool { return strings.Contains(s, "registration socket created") }); err != nil {
 		log.Fatal(err)
 	}
 	reg, err := registrartest.Register(ctx, regSock)

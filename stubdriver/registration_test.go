@@ -22,13 +22,14 @@ type logBuffer struct{ registrartest.Buffer }
 // index returns the position of the first line containing msg, or -1.
 func (b *logBuffer) index(msg string) int { return strings.Index(b.String(), msg) }
 
-// waitForFile waits until path exists, or fails the test after 10 s.
-func waitForFile(t *testing.T, path string) {
+// waitLog waits until a line containing msg is logged, or fails the test
+// after 10 s.
+func (b *logBuffer) waitLog(t *testing.T, msg string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := registrartest.WaitPath(ctx, path); err != nil {
-		t.Fatal(err)
+	if _, err := b.Wait(ctx, func(s string) bool { return strings.Contains(s, msg) }); err != nil {
+		t.Fatalf("no %q in the log: %v\n%s", msg, err, b.String())
 	}
 }
 
@@ -55,7 +56,13 @@ func TestInProcessRegistration(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	regSock := filepath.Join(registry, stubdriver.DefaultName+"-reg.sock")
-	waitForFile(t, regSock)
+	// Not the file's appearance: bind(2) creates it an instant before
+	// listen(2), and a dial in between is refused. The registrar logs this
+	// once the socket listens and its server runs.
+	logs.waitLog(t, "registration socket created")
+	if _, err := os.Lstat(regSock); err != nil {
+		t.Fatalf("the registrar serves, but not at %s: %v", regSock, err)
+	}
 
 	// registrartest dials the endpoint GetInfo announces; here that is a host
 	// path that does not exist, so check GetInfo, then NodeGetInfo on the
@@ -78,11 +85,7 @@ func TestInProcessRegistration(t *testing.T) {
 	if err := registrartest.NotifySocket(ctx, regSock, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := logs.Wait(wctx, func(s string) bool { return strings.Contains(s, "kubelet confirmed the registration") }); err != nil {
-		t.Fatalf("no confirmation in the log: %v\n%s", err, logs.String())
-	}
+	logs.waitLog(t, "kubelet confirmed the registration")
 
 	// The CSI socket listened before the registrar started.
 	serving, started := logs.index("CSI driver serving"), logs.index("in-process registration started")

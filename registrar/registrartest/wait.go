@@ -14,7 +14,9 @@ import (
 // WaitPath waits until path exists (Lstat): a registration socket, as the
 // kubelet's plugin watcher sees it appear, on its directory's events. The directory's watch is set before
 // the first look, so a creation between the two is not missed. The directory
-// must exist.
+// must exist. A socket's file appears at bind(2), before it listens: a dial
+// right after WaitPath may be refused. To know that a registrar serves, wait
+// for its log line "registration socket created" (Buffer.Wait).
 func WaitPath(ctx context.Context, path string) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
