@@ -117,6 +117,10 @@ func (l *loop) onNameAgain(a driverAnswer) error {
 		l.log.Info("driver came back under the same name", "outcome", "unchanged")
 		return nil
 	}
+	if l.roll != nil {
+		return fmt.Errorf("the driver at %s now reports the name %q instead of %q: in the rolling-update mode an instance registers one name for its life; restart the pod",
+			l.r.driverPath, a.name, l.name)
+	}
 	l.log.Info("driver came back under another name; registering it instead", "newDriver", a.name, "outcome", "renamed")
 	l.begin(a.name, a.path)
 	return nil
@@ -138,6 +142,11 @@ func (l *loop) begin(name, path string) {
 	l.retry = newBackoff(time.Second, l.r.opts.RegistrationRetryMax)
 	l.driverRetry = newBackoff(100*time.Millisecond, 10*time.Second)
 	l.tick.set(reconcilePeriod)
+	if l.r.opts.RollingUpdate != "" {
+		l.log = l.r.log.With("driver", name)
+		l.rollBegin()
+		return
+	}
 	l.create(reasonStart)
 }
 

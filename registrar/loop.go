@@ -126,6 +126,10 @@ type loop struct {
 	// ResetConnectBackoff must not run beside a call that connects).
 	reconnectNow bool
 
+	// roll is the rolling-update mode's state (rolling.go); nil without the
+	// mode, and until the driver first answered.
+	roll *rolling
+
 	// The registration socket. cur is nil while the path cannot be served.
 	cur      *servingSocket
 	getInfos int                             // GetInfo calls on cur already handled
@@ -199,6 +203,14 @@ func (l *loop) run(ctx context.Context) error {
 		case <-l.recheck.c():
 			l.recheck.stop()
 			err = l.lookAtDriver(ctx)
+		case ev := <-l.peerEvents():
+			l.onPeerEvent(ev)
+		case <-l.settleC():
+			l.roll.settle.stop()
+			l.decide()
+		case <-l.discoverC():
+			l.roll.discover.stop()
+			l.decide()
 		case <-l.tick.c():
 			l.tick.set(reconcilePeriod)
 			l.reconcile(ctx, "tick", false)
@@ -215,11 +227,13 @@ func (l *loop) run(ctx context.Context) error {
 			if !ok {
 				return errors.New("file watcher closed")
 			}
-			switch filepath.Clean(ev.Name) {
-			case l.r.driverPath:
+			switch name := filepath.Clean(ev.Name); {
+			case name == l.r.driverPath:
 				err = l.onDriverSocketEvent(ctx, ev)
-			case l.path:
+			case name == l.path:
 				l.onRegistrationSocketEvent(ev)
+			case l.roll != nil && filepath.Dir(name) == l.roll.dir:
+				l.onRollDirEvent(filepath.Base(name), ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove))
 			}
 		}
 		if err != nil {
@@ -272,7 +286,9 @@ func (l *loop) shutdown() {
 	l.stopSessionAlarms()
 	l.progress.stop()
 	l.deadline.stop()
-	if l.cur != nil {
+	if l.roll != nil {
+		l.rollExit()
+	} else if l.cur != nil {
 		l.closeSocket("exit")
 	}
 	if l.asking {
@@ -286,6 +302,28 @@ func (l *loop) stopSessionAlarms() {
 	l.kubelet.stop()
 	l.recheck.stop()
 	l.tick.stop()
+}
+
+// The rolling-update mode's channels; nil (never ready) without the mode.
+func (l *loop) peerEvents() <-chan peerEvent {
+	if l.roll == nil {
+		return nil
+	}
+	return l.roll.events
+}
+
+func (l *loop) settleC() <-chan time.Time {
+	if l.roll == nil {
+		return nil
+	}
+	return l.roll.settle.c()
+}
+
+func (l *loop) discoverC() <-chan time.Time {
+	if l.roll == nil {
+		return nil
+	}
+	return l.roll.discover.c()
 }
 
 // short formats d for people: 2m rather than 2m0s, 1h rather than 1h0m0s.

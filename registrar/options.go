@@ -43,6 +43,15 @@ type Options struct {
 	// exit, or to re-create it) lets running calls finish before it cancels
 	// them and closes their connections. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// RollingUpdate, the UID of this instance's pod (from the downward API),
+	// turns on the rolling-update mode: two instances of the driver on one
+	// node (a DaemonSet rolling with maxSurge) hand the registration over
+	// without the kubelet ever unregistering the driver. Each instance
+	// announces on sockets of its own with a higher version, and leaves
+	// without a Remove of a registered socket once a newer instance is
+	// confirmed. KubeletRegistrationPath must then be this pod's own CSI
+	// endpoint. docs/operating.md, "Rolling updates", says how to opt in.
+	RollingUpdate string
 	// Version is the label of csi_registrar_build_info; empty: the main
 	// module's version from the build information.
 	Version string
@@ -97,6 +106,7 @@ const (
 	OptionRegistrationRetryMax    = Option("RegistrationRetryMax")
 	OptionHTTPEndpoint            = Option("HTTPEndpoint")
 	OptionShutdownTimeout         = Option("ShutdownTimeout")
+	OptionRollingUpdate           = Option("RollingUpdate")
 )
 
 // config is Options validated once, with defaults applied and what follows
@@ -167,11 +177,21 @@ func (o Options) validate() (config, error) {
 	if err := csiplugin.ValidateHostSocketPath("Options.KubeletRegistrationPath", o.KubeletRegistrationPath); err != nil {
 		return config{}, ruleOf(OptionKubeletRegistrationPath, err)
 	}
+	if o.RollingUpdate != "" {
+		if err := csiplugin.ValidatePodUID(o.RollingUpdate); err != nil {
+			return config{}, ruleOf(OptionRollingUpdate, err)
+		}
+	}
 	var regPath string
 	if o.DriverName != "" {
 		// Checks the name and that its socket path fits.
 		if regPath, err = csiplugin.RegistrationSocketPath(o.PluginRegistrationPath, o.DriverName); err != nil {
 			return config{}, err
+		}
+		if o.RollingUpdate != "" {
+			if err := checkAnnouncementPath(o.PluginRegistrationPath, o.DriverName); err != nil {
+				return config{}, err
+			}
 		}
 	}
 	return config{Options: o, driverPath: filepath.Clean(path), regPath: regPath}, nil

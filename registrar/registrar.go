@@ -156,6 +156,9 @@ func (r *Registrar) identify(ctx context.Context, drv *driverClient) (name, path
 		return "", "", err
 	}
 	path, err = csiplugin.RegistrationSocketPath(r.opts.PluginRegistrationPath, name)
+	if err == nil && r.opts.RollingUpdate != "" {
+		err = checkAnnouncementPath(r.opts.PluginRegistrationPath, name)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("the driver at %s reported a name the kubelet cannot register: %w", r.driverPath, err)
 	}

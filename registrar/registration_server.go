@@ -15,8 +15,9 @@ import (
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
-// SupportedVersions are the CSI plugin API versions announced to the kubelet.
-var supportedVersions = []string{"1.0.0"}
+// plainVersion is the CSI version announced without the rolling-update
+// mode, as node-driver-registrar announces it.
+const plainVersion = "1.0.0"
 
 // registrationServer serves pluginregistration.v1 on one registration socket.
 // It answers GetInfo from fixed data and records what the kubelet told it;
@@ -26,6 +27,7 @@ type registrationServer struct {
 
 	driverName string
 	endpoint   string
+	version    string // announced in SupportedVersions
 	hooks      serverHooks
 
 	mu       sync.Mutex
@@ -41,8 +43,8 @@ type serverHooks struct {
 	onNotify  func(*registerapi.RegistrationStatus)
 }
 
-func newRegistrationServer(driverName, endpoint string, hooks serverHooks) *registrationServer {
-	return &registrationServer{driverName: driverName, endpoint: endpoint, hooks: hooks, signal: make(chan struct{}, 1)}
+func newRegistrationServer(driverName, endpoint, version string, hooks serverHooks) *registrationServer {
+	return &registrationServer{driverName: driverName, endpoint: endpoint, version: version, hooks: hooks, signal: make(chan struct{}, 1)}
 }
 
 // fromKubelet reports whether a call may be the kubelet's, i.e. does not carry
@@ -78,7 +80,7 @@ func (s *registrationServer) info() *registerapi.PluginInfo {
 		Type:              registerapi.CSIPlugin,
 		Name:              s.driverName,
 		Endpoint:          s.endpoint,
-		SupportedVersions: supportedVersions,
+		SupportedVersions: []string{s.version},
 	}
 }
 
@@ -111,22 +113,30 @@ func (s *registrationServer) snapshot() (getInfos int, last *registerapi.Registr
 
 // servingSocket is a registration socket with its gRPC server running.
 type servingSocket struct {
-	sock    *sockfile.Socket
-	server  *registrationServer
-	serving *grpcserve.Serving
-	grace   time.Duration // Options.ShutdownTimeout
+	sock     *sockfile.Socket
+	server   *registrationServer
+	serving  *grpcserve.Serving
+	grace    time.Duration   // Options.ShutdownTimeout
+	handover *socketHandover // rolling-update mode only
 }
 
-// serveRegistration serves srv on sock until stop. grace bounds how long
+// serveRegistration serves srv (and, in the rolling-update mode, the
+// handover service ho, else nil) on sock until stop. grace bounds how long
 // stop lets running calls finish.
-func serveRegistration(sock *sockfile.Socket, srv *registrationServer, grace time.Duration) *servingSocket {
+func serveRegistration(sock *sockfile.Socket, srv *registrationServer, ho *handoverServer, grace time.Duration) *servingSocket {
 	// The messages are a few hundred bytes: small per-connection buffers (gRPC
 	// shares write buffers between connections by default) keep a flood of
 	// kubelet-like clients from costing 64 KiB of buffers per connection.
 	// grpcserve bounds the handshake: a client that sends nothing is dropped.
 	g := grpcserve.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
 	registerapi.RegisterRegistrationServer(g, srv)
-	return &servingSocket{sock: sock, server: srv, serving: grpcserve.Serve(g, sock.Listener()), grace: grace}
+	ss := &servingSocket{sock: sock, server: srv, grace: grace}
+	if ho != nil {
+		ss.handover = &socketHandover{h: ho, closing: make(chan struct{})}
+		g.RegisterService(&handoverDesc, ss.handover)
+	}
+	ss.serving = grpcserve.Serve(g, sock.Listener())
+	return ss
 }
 
 // stop removes the socket if it still is ours (so the kubelet sees the
@@ -135,7 +145,26 @@ func serveRegistration(sock *sockfile.Socket, srv *registrationServer, grace tim
 // their connections closed. It never waits on a client for longer than grace,
 // and reports whether the file was removed.
 func (ss *servingSocket) stop() bool {
+	ss.endWatches()
 	removed := ss.sock.Close()
 	ss.serving.Stop(ss.grace)
 	return removed
+}
+
+// retire is stop without an unlink of the socket's name (sockfile's
+// Retire): the kubelet does not unregister the driver.
+func (ss *servingSocket) retire() bool {
+	ss.endWatches()
+	retired := ss.sock.Retire()
+	ss.serving.Stop(ss.grace)
+	return retired
+}
+
+// endWatches ends the handover streams of this socket, which never end by
+// themselves.
+func (ss *servingSocket) endWatches() {
+	if ss.handover != nil {
+		close(ss.handover.closing)
+		ss.handover = nil
+	}
 }

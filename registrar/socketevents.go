@@ -11,6 +11,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
@@ -39,7 +40,14 @@ func (l *loop) await(a awaiting, d time.Duration) {
 func (l *loop) create(reason string) {
 	l.retryAt.stop()
 	l.await(awaitNothing, 0)
-	if l.cur != nil {
+	version := plainVersion
+	var ho *handoverServer
+	if l.roll != nil {
+		l.nextAnnouncement()
+		self, _ := l.roll.self.get()
+		version, ho = csiplugin.RollingUpdateVersion(self.Version), l.roll.self
+		l.r.status.update(func(st *Status) { st.SocketPath = l.path })
+	} else if l.cur != nil {
 		l.closeSocket(reason)
 	}
 	sock, err := sockfile.Listen(l.path)
@@ -54,7 +62,7 @@ func (l *loop) create(reason string) {
 		onGetInfo: func() { l.r.metrics.addGetInfo(); l.log.Debug("GetInfo from the kubelet") },
 		onNotify:  func(st *registerapi.RegistrationStatus) { l.r.metrics.addNotification(st.PluginRegistered) },
 	}
-	l.cur = serveRegistration(sock, newRegistrationServer(l.name, l.r.opts.KubeletRegistrationPath, hooks), l.r.opts.ShutdownTimeout)
+	l.cur = serveRegistration(sock, newRegistrationServer(l.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout)
 	// The directory may be a new one (it went missing): watch it again. For
 	// the same directory this only refreshes the watch.
 	if err := l.watcher.Add(filepath.Dir(l.path)); err != nil {
@@ -63,7 +71,11 @@ func (l *loop) create(reason string) {
 	l.getInfos, l.handled = 0, nil
 	l.r.metrics.addSocketCreation(reason)
 	l.await(awaitGetInfo, l.r.opts.KubeletWait)
-	l.log.Info("registration socket created", "reason", reason, "outcome", "serving")
+	if l.roll != nil {
+		l.decision(decisionAnnounce, "registration socket created", "reason", reason, "outcome", "serving", "path", l.path, "version", version)
+	} else {
+		l.log.Info("registration socket created", "reason", reason, "outcome", "serving")
+	}
 	l.publish(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
 }
 
@@ -101,7 +113,7 @@ func (l *loop) onRegistrationSignal() {
 // GetInfo on a rejected socket before our own re-creation is a kubelet that
 // retries by itself.
 func (l *loop) onGetInfo() {
-	if l.stage == StageRejected && l.retryAt.armed() && l.reason == reasonRejected {
+	if l.roll == nil && l.stage == StageRejected && l.retryAt.armed() && l.reason == reasonRejected {
 		l.retryAt.stop()
 		l.inferKubeletRetry(KubeletRetryItself)
 	}
@@ -113,6 +125,10 @@ func (l *loop) onGetInfo() {
 
 // onNotify acts on the kubelet's verdict.
 func (l *loop) onNotify(st *registerapi.RegistrationStatus) {
+	if l.roll != nil {
+		l.rollNotify(st.PluginRegistered, st.Error)
+		return
+	}
 	if st.PluginRegistered {
 		l.retry.reset()
 		l.retryAt.stop()
@@ -162,6 +178,10 @@ func (l *loop) inferKubeletRetry(k KubeletRetry) {
 // onRetryDue re-creates the socket. After a rejection, that no GetInfo came
 // first means a kubelet that does not retry by itself.
 func (l *loop) onRetryDue() {
+	if l.roll != nil {
+		l.decide()
+		return
+	}
 	if l.reason == reasonRejected {
 		l.inferKubeletRetry(KubeletRetryNever)
 	}
@@ -214,6 +234,15 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 // once. Replaced: leave the other file alone and retry with backoff.
 func (l *loop) socketLost() {
 	if _, err := os.Lstat(l.path); errors.Is(err, fs.ErrNotExist) {
+		if l.roll != nil {
+			// The kubelet unregisters the driver: announce once it has.
+			l.log.Warn("registration socket was deleted; announcing again once the kubelet has unregistered it", "outcome", "recreating")
+			l.closeSocket(reasonDeleted)
+			l.roll.settle.set(kubeletSettle)
+			l.wantTakeBack("our socket " + filepath.Base(l.path) + " was deleted")
+			l.decide()
+			return
+		}
 		l.log.Warn("registration socket was deleted; re-creating it", "outcome", "recreating")
 		l.create(reasonDeleted)
 		return

@@ -39,11 +39,15 @@ const (
 	StageRegistered
 	// StageStopped: Run has returned.
 	StageStopped
+	// StageStandingBy: rolling-update mode only. A newer instance of the
+	// driver on this node holds, or is taking, the registration; this one
+	// does not announce, and hands over when it ends.
+	StageStandingBy
 )
 
 var allStages = []Stage{StageStarting, StageWaitingForDriver, StageSocketConflict, StageSocketNotASocket,
 	StageSocketPermissionDenied, StageSocketDirectoryMissing, StageSocketError, StageWaitingForKubelet,
-	StageRejected, StageRegistered, StageStopped}
+	StageRejected, StageRegistered, StageStopped, StageStandingBy}
 
 func (s Stage) String() string {
 	switch s {
@@ -69,6 +73,8 @@ func (s Stage) String() string {
 		return "registered"
 	case StageStopped:
 		return "stopped"
+	case StageStandingBy:
+		return "standing by"
 	}
 	return "unknown"
 }

@@ -46,6 +46,8 @@ func kubeletFlags(category, required string) []cli.Flag {
 			Usage: "TCP address (e.g. :9809) serving /healthz, /readyz and /metrics; empty disables the server"},
 		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"), Category: category,
 			Usage: "serve /debug/pprof/ on --http-endpoint"},
+		&cli.StringFlag{Name: "rolling-update", EnvVars: env("rolling-update"), Category: category,
+			Usage: "this pod's UID (env from the downward API's metadata.uid): turns on the rolling-update mode, in which a DaemonSet rolling with maxSurge hands the registration over without unregistering the driver; --kubelet-registration-path must then be this pod's own CSI socket"},
 	}
 }
 
@@ -142,6 +144,7 @@ func driverRegistration(c *cli.Context, log *slog.Logger) (*registrar.Options, e
 		PluginRegistrationPath:  c.String("plugin-registration-path"),
 		KubeletWait:             c.Duration("kubelet-wait"),
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
+		RollingUpdate:           c.String("rolling-update"),
 		HTTPEndpoint:            c.String("http-endpoint"),
 		EnablePprof:             c.Bool("enable-pprof"),
 		Version:                 version,

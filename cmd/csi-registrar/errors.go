@@ -39,6 +39,7 @@ var optionFlags = map[registrar.Option]string{
 	registrar.OptionConnectionTimeout:       "connection-timeout",
 	registrar.OptionKubeletWait:             "kubelet-wait",
 	registrar.OptionRegistrationRetryMax:    "registration-retry-max",
+	registrar.OptionRollingUpdate:           "rolling-update",
 	registrar.OptionHTTPEndpoint:            "http-endpoint",
 	stubdriver.OptionEndpoint:               "endpoint",
 	stubdriver.OptionMaxVolumesPerNode:      "max-volumes-per-node",

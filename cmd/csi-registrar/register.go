@@ -138,6 +138,7 @@ func registerOptions(c *cli.Context, log *slog.Logger) (registrar.Options, error
 		ConnectionTimeout:       c.Duration("connection-timeout"),
 		KubeletWait:             c.Duration("kubelet-wait"),
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
+		RollingUpdate:           c.String("rolling-update"),
 		HTTPEndpoint:            endpoint,
 		EnablePprof:             c.Bool("enable-pprof"),
 		Version:                 version,

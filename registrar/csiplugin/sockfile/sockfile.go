@@ -377,3 +377,56 @@ func modeType(m uint32) fs.FileMode {
 	}
 	return fs.ModeIrregular
 }
+
+// Retire stops listening and removes the socket file, if it still is ours,
+// without an unlink of its name: it is first renamed to a hidden name
+// (".<name>.<pid>.retired") and unlinked there. The kubelet's plugin watcher
+// ignores both the rename and names starting with ".", so a socket the
+// kubelet holds as registered leaves without the kubelet unregistering the
+// driver. It reports whether the file was removed; after Retire, Close does
+// nothing.
+func (s *Socket) Retire() (retired bool) {
+	s.closeOnce.Do(func() {
+		s.listener.Close()
+		if s.Owned() {
+			private := fmt.Sprintf(".%s.%d.retired", s.name, os.Getpid())
+			if unix.Renameat(s.dirfd, s.name, s.dirfd, private) == nil {
+				if s.is(private, s.id, unix.S_IFSOCK) {
+					s.removed = unix.Unlinkat(s.dirfd, private, 0) == nil
+				} else {
+					// Exchanged between the check and the rename: put it back.
+					unix.Renameat2(s.dirfd, private, s.dirfd, s.name, unix.RENAME_NOREPLACE)
+				}
+			}
+		}
+		s.release()
+	})
+	return s.removed
+}
+
+// RemoveDead removes the socket at path if it is dead (connecting is
+// refused), as Listen removes a stale socket: under its lock file, through a
+// hidden name, so the kubelet's plugin watcher sees no Remove of the name.
+// It reports whether a dead socket was removed; a live socket, or anything
+// that is not a socket, yields a *ListenError and is not touched.
+func RemoveDead(path string) (bool, error) {
+	path = filepath.Clean(path)
+	dir, name := filepath.Dir(path), filepath.Base(path)
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, missingDir(path, dir, err)
+	}
+	s := &Socket{path: path, dir: dir, name: name, dirfd: dirfd, pinfd: -1, lockfd: -1}
+	defer s.release()
+	if err := s.lock(); err != nil {
+		return false, err
+	}
+	var st unix.Stat_t
+	if errors.Is(unix.Fstatat(s.dirfd, s.name, &st, unix.AT_SYMLINK_NOFOLLOW), syscall.ENOENT) {
+		return false, nil
+	}
+	if err := s.removeStale(); err != nil {
+		return false, err
+	}
+	return true, nil
+}

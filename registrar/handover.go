@@ -1,0 +1,226 @@
+package registrar
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+)
+
+// The rolling-update mode's channel between the instances of one driver on
+// a node: a second gRPC service on each announcement socket. The kubelet
+// calls only the Registration service, so it never sees this one. Each
+// instance streams its state to whoever watches it; a stream that ends
+// means the socket went away (the instance retired it, or died).
+//
+// The service is csiregistrar.handover.v1.Handover with one server-streaming
+// method, Watch(google.protobuf.Empty) returning a stream of
+// google.protobuf.BytesValue, each the JSON of an instanceState. Fields may
+// be added; none is ever removed or changes meaning (instances of different
+// releases meet in a rollout).
+const (
+	handoverService = "csiregistrar.handover.v1.Handover"
+	handoverWatch   = "/" + handoverService + "/Watch"
+)
+
+// instanceState is what an instance tells the others.
+type instanceState struct {
+	Driver   string `json:"driver"`
+	Instance string `json:"instance"`
+	// Birth is when the instance's pod first ran (Unix ms): the newest
+	// instance is the one that should hold the registration.
+	Birth int64 `json:"birth"`
+	// Version is that of its latest announcement (0: none yet).
+	Version uint64 `json:"version"`
+	// Confirmed: the kubelet confirmed the latest announcement.
+	Confirmed bool `json:"confirmed"`
+	// ConfirmedAt is when the kubelet last sent it NotifyRegistrationStatus(true)
+	// (Unix ms, 0 never): the kubelet acted on the latest of these last.
+	ConfirmedAt int64 `json:"confirmedAt"`
+	// Failed: the kubelet's RegisterPlugin failed on its latest
+	// announcement (which the CSI handler answers by unregistering the
+	// driver, whoever registered it).
+	Failed bool `json:"failed"`
+	// Terminating: the instance is ending and never announces again.
+	Terminating bool `json:"terminating"`
+}
+
+// newerThan reports whether s should hold the registration rather than o.
+func (s instanceState) newerThan(o instanceState) bool {
+	if s.Birth != o.Birth {
+		return s.Birth > o.Birth
+	}
+	return s.Instance > o.Instance
+}
+
+// handoverServer serves this instance's state to the others.
+type handoverServer struct {
+	mu      sync.Mutex
+	st      instanceState
+	changed chan struct{} // closed and replaced at each change
+}
+
+func newHandoverServer(st instanceState) *handoverServer {
+	return &handoverServer{st: st, changed: make(chan struct{})}
+}
+
+// update changes the state and wakes every watcher.
+func (h *handoverServer) update(f func(*instanceState)) instanceState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(&h.st)
+	close(h.changed)
+	h.changed = make(chan struct{})
+	return h.st
+}
+
+func (h *handoverServer) get() (instanceState, <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.st, h.changed
+}
+
+// watcher is what grpc.ServiceDesc needs as the handler type.
+type watcher interface {
+	watch(stream grpc.ServerStream) error
+}
+
+var handoverDesc = grpc.ServiceDesc{
+	ServiceName: handoverService,
+	HandlerType: (*watcher)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Watch",
+		ServerStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			if err := stream.RecvMsg(new(emptypb.Empty)); err != nil {
+				return err
+			}
+			return srv.(watcher).watch(stream)
+		},
+	}},
+	Metadata: "handover",
+}
+
+// socketHandover serves the handover service on one socket: its streams
+// end as soon as that socket is stopped (closing), so that stopping it never
+// waits on a watcher.
+type socketHandover struct {
+	h       *handoverServer
+	closing chan struct{}
+}
+
+// watch sends the state now and at each change, until the client leaves or
+// the socket is stopped.
+func (s *socketHandover) watch(stream grpc.ServerStream) error {
+	h := s.h
+	for {
+		st, changed := h.get()
+		b, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if err := stream.SendMsg(wrapperspb.Bytes(b)); err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-stream.Context().Done():
+			return nil
+		case <-s.closing:
+			return nil
+		}
+	}
+}
+
+// peerEvent is what watching another instance's socket comes back with: a
+// state, or the end of the stream (gone).
+type peerEvent struct {
+	path string
+	st   instanceState
+	gone bool
+	err  error
+}
+
+// watchPeer streams the state of the instance serving path into events
+// until ctx ends or the stream does; the last event has gone set. A socket
+// is created a moment before it listens: until its first state arrives, a
+// refused connection is tried again, for up to firstStateWait.
+func watchPeer(ctx context.Context, path string, events chan<- peerEvent) {
+	send := func(ev peerEvent) {
+		select {
+		case events <- ev:
+		case <-ctx.Done():
+		}
+	}
+	deadline := time.Now().Add(firstStateWait)
+	var err error
+	for {
+		var got bool
+		got, err = streamStates(ctx, path, func(st instanceState) { send(peerEvent{path: path, st: st}) })
+		if got || ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(firstStateRetry):
+		case <-ctx.Done():
+		}
+	}
+	send(peerEvent{path: path, gone: true, err: err})
+}
+
+// How long, and how often, watchPeer tries a socket that has not answered yet.
+const (
+	firstStateWait  = 2 * time.Second
+	firstStateRetry = 50 * time.Millisecond
+)
+
+// streamStates passes each state the instance at path sends to f, until
+// the stream ends; got reports whether any state arrived.
+func streamStates(ctx context.Context, path string, f func(instanceState)) (got bool, err error) {
+	conn, err := csiplugin.Dial(path, grpc.WithUserAgent(csiplugin.NotKubeletUserAgent+" (rolling update)"))
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	stream, err := openWatch(ctx, conn)
+	if err != nil {
+		return false, err
+	}
+	for {
+		st, err := recvState(stream)
+		if err != nil {
+			return got, err
+		}
+		got = true
+		f(st)
+	}
+}
+
+// openWatch starts a Watch call on conn.
+func openWatch(ctx context.Context, conn *grpc.ClientConn) (grpc.ClientStream, error) {
+	stream, err := conn.NewStream(ctx, &handoverDesc.Streams[0], handoverWatch)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.SendMsg(&emptypb.Empty{}); err != nil {
+		return nil, err
+	}
+	return stream, stream.CloseSend()
+}
+
+// recvState receives the next state of a Watch call.
+func recvState(stream grpc.ClientStream) (instanceState, error) {
+	var msg wrapperspb.BytesValue
+	if err := stream.RecvMsg(&msg); err != nil {
+		return instanceState{}, err
+	}
+	var st instanceState
+	err := json.Unmarshal(msg.GetValue(), &st)
+	return st, err
+}
