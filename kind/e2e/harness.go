@@ -213,6 +213,17 @@ func (c *Cluster) NodeNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// DuplicatePodsError: two pods of the DaemonSet, neither deleting, on one
+// node (during a rollout with maxSurge, or a broken deployment).
+type DuplicatePodsError struct {
+	Node string
+	Pods [2]string
+}
+
+func (e *DuplicatePodsError) Error() string {
+	return "two pods on node " + e.Node + ": " + e.Pods[0] + " and " + e.Pods[1]
+}
+
 // Pods returns the DaemonSet's pods that are bound to a node and not
 // terminating, by node name. (A pod the scheduler has not bound yet has no
 // node name: on kind's three nodes the DaemonSet's new pods can be listed in
@@ -229,7 +240,7 @@ func (c *Cluster) Pods(ctx context.Context) (map[string]*corev1.Pod, error) {
 			continue
 		}
 		if other, dup := pods[p.Spec.NodeName]; dup {
-			return nil, fmt.Errorf("two pods on node %s: %s and %s", p.Spec.NodeName, other.Name, p.Name)
+			return nil, &DuplicatePodsError{Node: p.Spec.NodeName, Pods: [2]string{other.Name, p.Name}}
 		}
 		pods[p.Spec.NodeName] = p
 	}
@@ -426,13 +437,23 @@ func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]stri
 			ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady))
 	}
 	pods, err := c.Pods(ctx)
+	var dup *DuplicatePodsError
+	if errors.As(err, &dup) {
+		// A rollout with maxSurge: the old and the new pod side by side.
+		return append(p, err.Error()), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	gen := strconv.FormatInt(ds.Generation, 10)
+	hash, err := c.currentRevisionHash(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
 	for node, pod := range pods {
-		if pod.Labels["pod-template-generation"] != gen {
-			p = append(p, fmt.Sprintf("pod %s on %s is of template generation %s, want %s", pod.Name, node, pod.Labels["pod-template-generation"], gen))
+		// The revision, not the generation: a rollout undo makes an earlier
+		// revision current again, and its pods are up to date.
+		if got := pod.Labels[appsv1.ControllerRevisionHashLabelKey]; got != hash {
+			p = append(p, fmt.Sprintf("pod %s on %s is of revision %s, want %s", pod.Name, node, got, hash))
 		}
 		if !PodReady(pod) {
 			p = append(p, fmt.Sprintf("pod %s on %s is not Ready", pod.Name, node))
@@ -460,6 +481,31 @@ func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]stri
 	}
 	sort.Strings(p)
 	return p, nil
+}
+
+// currentRevisionHash returns the controller-revision-hash of the
+// DaemonSet's current template: that of its ControllerRevision with the
+// highest revision.
+func (c *Cluster) currentRevisionHash(ctx context.Context, ds *appsv1.DaemonSet) (string, error) {
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return "", err
+	}
+	l, err := c.Client.AppsV1().ControllerRevisions(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return "", err
+	}
+	var cur *appsv1.ControllerRevision
+	for i := range l.Items {
+		r := &l.Items[i]
+		if metav1.IsControlledBy(r, ds) && (cur == nil || r.Revision > cur.Revision) {
+			cur = r
+		}
+	}
+	if cur == nil {
+		return "", fmt.Errorf("DaemonSet %s/%s has no ControllerRevision yet", ds.Namespace, ds.Name)
+	}
+	return cur.Labels[appsv1.DefaultDaemonSetUniqueLabelKey], nil
 }
 
 // WaitDeployed waits until RolloutProblems is empty. It polls (every 250 ms):

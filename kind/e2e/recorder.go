@@ -166,6 +166,14 @@ func (r *Recorder) finish(err error) {
 	r.wake = make(chan struct{})
 }
 
+// Err is why the watch ended (nil while it runs): a watch that had to
+// relist, or closed, may have missed a state.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
 // Stop ends the watch.
 func (r *Recorder) Stop() { r.cancel() }
 

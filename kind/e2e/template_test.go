@@ -42,6 +42,21 @@ var ephemeralVolumeID = regexp.MustCompile(`^csi-[0-9a-f]{64}$`)
 func TestTemplate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	loadExampleImage(t, ctx)
+	for _, c := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"1_ephemeral_volume_sidecar", testEphemeralSidecar},
+		{"2_ephemeral_volume_in_process", testEphemeralInProcess},
+	} {
+		t.Run(c.name, c.f)
+	}
+}
+
+// loadExampleImage loads the example workload's image onto the nodes.
+func loadExampleImage(t *testing.T, ctx context.Context) {
+	t.Helper()
 	archive := os.Getenv("E2E_EXAMPLE_ARCHIVE")
 	if archive == "" {
 		archive = filepath.Join(cl.RepoRoot, "bin", "example-image.tar")
@@ -54,16 +69,6 @@ func TestTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	measure(t, "load the example image", time.Since(t0))
-
-	for _, c := range []struct {
-		name string
-		f    func(*testing.T)
-	}{
-		{"1_ephemeral_volume_sidecar", testEphemeralSidecar},
-		{"2_ephemeral_volume_in_process", testEphemeralInProcess},
-	} {
-		t.Run(c.name, c.f)
-	}
 }
 
 // 1. With manifests/ (the registrar sidecar): the example pod runs with its

@@ -1,0 +1,422 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/csi-registrar/csi-registrar/kind/e2e/kubeletlog"
+)
+
+// The rolling-update mode with a real kubelet: the reference DaemonSet with
+// manifests/overlays/rolling-update/ (maxSurge: 1, the mode on) is rolled
+// out while pods with a CSI inline volume of the driver start on every node,
+// throughout and after the rollout. The driver must never leave the
+// kubelet's registration.
+const (
+	rollingOverlay   = "manifests/overlays/rolling-update"
+	rolloutNamespace = "csi-e2e-rollout"
+	// rolloutEvery is how often a workload pod is started (round robin
+	// over the nodes).
+	rolloutEvery = 300 * time.Millisecond
+	// rolloutAnnotation changes the pod template: each value is a rollout.
+	rolloutAnnotation = "e2e.csi-registrar.io/rollout"
+)
+
+func TestRollingUpdate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	loadExampleImage(t, ctx)
+	t.Cleanup(func() { restoreBase(t) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+			defer dcancel()
+			fmt.Println(cl.Diagnostics(dctx, allNodes))
+		}
+	})
+
+	// 1. The mode installed (manifests/ without it removed first).
+	if err := cl.Delete(ctx, manifestsDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Apply(ctx, rollingOverlay); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	recs := recordRegistration(t, ctx)
+
+	// 2. With the mode: pods start throughout; a rollout undone midway, then
+	// a whole rollout, then pods keep starting after the last old pod left.
+	before, err := cl.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := positions(recs)
+	since := time.Now()
+	wl := startWorkload(t, ctx)
+
+	if err := setRolloutAnnotation(ctx, "1"); err != nil {
+		t.Fatal(err)
+	}
+	newPod := awaitNewPod(t, ctx, before)
+	logf("rollout 1: new pod %s on %s; undoing it", newPod.Name, newPod.Spec.NodeName)
+	if _, err := cl.Kubectl(ctx, "-n", cl.Namespace, "rollout", "undo", "daemonset/"+cl.DaemonSet); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := setRolloutAnnotation(ctx, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cl.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range allNodes {
+		if after[n] == nil || before[n] == nil || after[n].UID == before[n].UID {
+			t.Errorf("node %s: no new pod after the rollouts (before %v, after %v)", n, podUID(before[n]), podUID(after[n]))
+		}
+	}
+	time.Sleep(3 * time.Second) // pods keep starting after the last old pod left (not a wait for a state)
+	// Every pod mounted its volume and ran, and was deleted (the new
+	// instance unpublishes what the old one published).
+	started, never, err := wl.stop(ctx, 3*time.Minute)
+	if err != nil {
+		t.Errorf("workload: %v; pods that never ran: %v", err, never)
+	}
+	logf("rollouts done: %d workload pods started on %d node(s) meanwhile, each ran and was deleted", started, len(allNodes))
+
+	// The registration never went away, as the API server told it.
+	for _, n := range allNodes {
+		for _, r := range []*Recorder{recs[n].node, recs[n].csinode} {
+			if err := r.Err(); err != nil {
+				t.Errorf("node %s: the watch did not run without a break, so a gap may have been missed: %v", n, err)
+			}
+		}
+		if gaps := registrationGaps(recs[n], from[n], cfg.Driver, n); len(gaps) > 0 {
+			t.Errorf("node %s: the driver was unregistered during the rollouts: %s", n, strings.Join(gaps, "; "))
+		}
+	}
+	awaitWorkloadGone(t, ctx)
+	for _, n := range allNodes {
+		log, err := cl.Provider.KubeletLog(ctx, n, 20000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(log, "\n") {
+			at, ok := kubeletlog.Time(line, since)
+			if !ok || at.Before(since) {
+				continue
+			}
+			if strings.Contains(line, "DeRegisterPlugin request for plugin "+cfg.Driver) || strings.Contains(line, "MountVolume.SetUp failed") {
+				t.Errorf("node %s: the kubelet's log during the rollouts: %s", n, line)
+			}
+		}
+	}
+}
+
+// nodeRecorders watch one node's Node object and CSINode.
+type nodeRecorders struct{ node, csinode *Recorder }
+
+func recordRegistration(t *testing.T, ctx context.Context) map[string]nodeRecorders {
+	t.Helper()
+	recs := map[string]nodeRecorders{}
+	for _, n := range allNodes {
+		nr, err := cl.RecordNode(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := cl.RecordCSINode(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[n] = nodeRecorders{nr, cr}
+		t.Cleanup(func() { nr.Stop(); cr.Stop() })
+	}
+	return recs
+}
+
+type recorderPos struct{ node, csinode int }
+
+func positions(recs map[string]nodeRecorders) map[string]recorderPos {
+	out := map[string]recorderPos{}
+	for n, r := range recs {
+		out[n] = recorderPos{r.node.Len(), r.csinode.Len()}
+	}
+	return out
+}
+
+// registrationGaps lists the times, from the positions on, when the
+// driver's CSINode entry or its Node annotation key was absent.
+func registrationGaps(r nodeRecorders, from recorderPos, driver, node string) []string {
+	var gaps []string
+	check := func(what string, evs []Event, present func(State) bool) {
+		var start time.Time
+		for _, ev := range evs {
+			ok := present(ev.State)
+			switch {
+			case !ok && start.IsZero():
+				start = ev.At
+			case ok && !start.IsZero():
+				gaps = append(gaps, fmt.Sprintf("%s gone at %s for %s", what, start.Format("15:04:05.000"), ev.At.Sub(start).Round(time.Millisecond)))
+				start = time.Time{}
+			}
+		}
+		if !start.IsZero() {
+			gaps = append(gaps, fmt.Sprintf("%s gone at %s and not back", what, start.Format("15:04:05.000")))
+		}
+	}
+	check("CSINode entry", r.csinode.Events(from.csinode), func(s State) bool {
+		cn := s.CSINode(node)
+		return cn != nil && len(CSINodeEntries(cn, driver)) > 0
+	})
+	check("annotation key", r.node.Events(from.node), func(s State) bool {
+		n := s.Node(node)
+		if n == nil {
+			return false
+		}
+		m, err := AnnotationMap(n)
+		_, ok := m[driver]
+		return err == nil && ok
+	})
+	return gaps
+}
+
+// total sums the durations in gaps as registrationGaps writes them.
+func total(gaps []string) string {
+	var d time.Duration
+	for _, g := range gaps {
+		if i := strings.LastIndex(g, " for "); i >= 0 {
+			if v, err := time.ParseDuration(g[i+5:]); err == nil {
+				d += v
+			}
+		}
+	}
+	return d.String()
+}
+
+func podUID(p *corev1.Pod) types.UID {
+	if p == nil {
+		return ""
+	}
+	return p.UID
+}
+
+func setRolloutAnnotation(ctx context.Context, v string) error {
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, rolloutAnnotation, v)
+	_, err := cl.Client.AppsV1().DaemonSets(cl.Namespace).Patch(ctx, cl.DaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// awaitNewPod waits for a pod of the DaemonSet that is not one of before.
+func awaitNewPod(t *testing.T, ctx context.Context, before map[string]*corev1.Pod) *corev1.Pod {
+	t.Helper()
+	old := map[types.UID]bool{}
+	for _, p := range before {
+		old[p.UID] = true
+	}
+	var found *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := cl.Client.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: cl.Selector})
+		if err != nil {
+			return false, err
+		}
+		for i := range l.Items {
+			if !old[l.Items[i].UID] {
+				found = &l.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no new pod of the DaemonSet: %v", err)
+	}
+	return found
+}
+
+// workload starts pods with an inline volume of the driver, round robin
+// over the nodes, until stopped, and deletes each once it runs (its volume
+// was mounted), so that both instances unpublish volumes and the node's
+// pod capacity is never reached.
+type workload struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	pods   map[string]bool // created → ran
+	err    error
+}
+
+func startWorkload(t *testing.T, ctx context.Context) *workload {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}}
+	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cl.Client.CoreV1().Namespaces().Delete(ctx, rolloutNamespace, metav1.DeleteOptions{})
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	w := &workload{cancel: cancel, done: make(chan struct{}), pods: map[string]bool{}}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(rolloutEvery)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			p := workloadPod(i, allNodes[i%len(allNodes)])
+			_, err := cl.Client.CoreV1().Pods(rolloutNamespace).Create(wctx, p, metav1.CreateOptions{})
+			if err == nil {
+				w.mu.Lock()
+				w.pods[p.Name] = false
+				w.mu.Unlock()
+				err = w.reap(wctx)
+			}
+			if err != nil {
+				if wctx.Err() == nil {
+					w.mu.Lock()
+					w.err = err
+					w.mu.Unlock()
+				}
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// reap deletes the workload pods that run, and records that they ran.
+func (w *workload) reap(ctx context.Context) error {
+	l, err := cl.Client.CoreV1().Pods(rolloutNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range l.Items {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		w.mu.Lock()
+		w.pods[p.Name] = true
+		w.mu.Unlock()
+		if err := cl.Client.CoreV1().Pods(rolloutNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop ends the workload, then deletes the pods that still run until every
+// pod ran or timeout passes; it returns how many were started and those that
+// never ran.
+func (w *workload) stop(ctx context.Context, timeout time.Duration) (started int, never []string, err error) {
+	w.cancel()
+	<-w.done
+	if w.err != nil {
+		return 0, nil, w.err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := w.reap(ctx); err != nil {
+			return false, err
+		}
+		never = never[:0]
+		for name, ran := range w.pods {
+			if !ran {
+				never = append(never, name)
+			}
+		}
+		return len(never) == 0, nil
+	})
+	sort.Strings(never)
+	return len(w.pods), never, err
+}
+
+func workloadPod(i int, node string) *corev1.Pod {
+	no, yes, uid := false, true, int64(65532)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("inline-%04d", i), Namespace: rolloutNamespace},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: new(int64),
+			SecurityContext:               &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid},
+			Containers: []corev1.Container{{
+				Name: "writer", Image: "csi-registrar-example:dev", ImagePullPolicy: corev1.PullIfNotPresent,
+				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{
+				CSI: &corev1.CSIVolumeSource{Driver: cfg.Driver},
+			}}},
+		},
+	}
+}
+
+// failedMounts fails the test for each FailedMount event of the workload.
+func failedMounts(t *testing.T, ctx context.Context) {
+	t.Helper()
+	l, err := cl.Client.CoreV1().Events(rolloutNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	for _, e := range l.Items {
+		if e.Reason == "FailedMount" || e.Reason == "FailedUnmount" {
+			bad = append(bad, fmt.Sprintf("%s %s: %s", e.InvolvedObject.Name, e.Reason, e.Message))
+		}
+	}
+	sort.Strings(bad)
+	for _, b := range bad {
+		t.Errorf("workload event: %s", b)
+	}
+}
+
+// awaitWorkloadGone waits until the deleted workload pods are gone (their
+// volumes unpublished), then checks the events.
+func awaitWorkloadGone(t *testing.T, ctx context.Context) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := cl.Client.CoreV1().Pods(rolloutNamespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0, err
+	})
+	if err != nil {
+		t.Errorf("workload pods not removed: %v", err)
+	}
+	failedMounts(t, ctx)
+}
+
+// restoreBase puts manifests/ back (without the mode) for the tests that follow.
+func restoreBase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := cl.Apply(ctx, manifestsDir); err != nil {
+		t.Errorf("restore %s: %v", manifestsDir, err)
+		return
+	}
+	if err := cl.WaitDeployed(ctx, cfg, 2*time.Minute); err != nil {
+		t.Errorf("restore %s: %v", manifestsDir, err)
+	}
+}
