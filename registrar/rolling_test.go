@@ -1,0 +1,170 @@
+package registrar_test
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
+	"github.com/csi-registrar/csi-registrar/stubdriver"
+)
+
+// dirEvents records the file events in a directory, as the kubelet's plugin
+// watcher receives them.
+type dirEvents struct {
+	mu  sync.Mutex
+	evs []fsnotify.Event
+}
+
+func watchDir(t *testing.T, dir string) *dirEvents {
+	t.Helper()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	d := &dirEvents{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.Events {
+			d.mu.Lock()
+			d.evs = append(d.evs, ev)
+			d.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Close(); <-done })
+	return d
+}
+
+// removed reports whether name was removed by name (what makes the kubelet
+// unregister the driver); a rename away is not.
+func (d *dirEvents) removed(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ev := range d.evs {
+		if filepath.Base(ev.Name) == name && ev.Has(fsnotify.Remove) {
+			return true
+		}
+	}
+	return false
+}
+
+// startInstance runs the reference driver on its own socket in e's driver
+// directory and a registrar for it in the rolling-update mode.
+func startInstance(t *testing.T, e env, podUID string) (*registrar.Registrar, running) {
+	t.Helper()
+	sock := filepath.Join(filepath.Dir(e.driverSock), podUID+".sock")
+	d, err := stubdriver.New(stubdriver.Options{Endpoint: "unix://" + sock, Name: stubName, NodeID: "node-1", Logger: testLogger(t, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, d.Run)
+	return startInstanceRegistrar(t, e, podUID)
+}
+
+// startInstanceRegistrar runs the registrar of the instance of startInstance
+// (again, as its container restarting).
+func startInstanceRegistrar(t *testing.T, e env, podUID string) (*registrar.Registrar, running) {
+	t.Helper()
+	sock := filepath.Join(filepath.Dir(e.driverSock), podUID+".sock")
+	return startRegistrar(t, e, nil, func(o *registrar.Options) {
+		o.CSIAddress, o.KubeletRegistrationPath, o.RollingUpdate = sock, sock, podUID
+	})
+}
+
+// announced waits until r serves an announcement socket other than
+// not, registers it as the kubelet does, and returns its path.
+func announced(t *testing.T, r *registrar.Registrar, not string) string {
+	t.Helper()
+	var sock string
+	eventually(t, "a new announcement", func() bool {
+		sock = r.Status().SocketPath
+		return sock != "" && sock != not && answers(sock)
+	})
+	if reg, err := registrartest.Register(t.Context(), sock); err != nil || reg.Err != nil {
+		t.Fatal(err, reg)
+	}
+	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered && r.Status().SocketPath == sock })
+	return sock
+}
+
+// A rollout: the new instance announces and is confirmed, the old one
+// stands by and leaves without a Remove of its socket; the new one takes the
+// registration back when the old one has left; the last one to leave
+// unregisters and leaves nothing of the mode behind.
+func TestRollingUpdateHandover(t *testing.T) {
+	e := newEnv(t)
+	events := watchDir(t, e.regDir)
+
+	a, runA := startInstance(t, e, "pod-a")
+	sockA := announced(t, a, "")
+
+	b, runB := startInstance(t, e, "pod-b")
+	sockB := announced(t, b, "")
+	eventually(t, "the old instance standing by", func() bool { return a.Status().Stage == registrar.StageStandingBy })
+
+	if err := runA.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sockA); !os.IsNotExist(err) {
+		t.Errorf("the old instance left its socket %s: %v", sockA, err)
+	}
+	if events.removed(filepath.Base(sockA)) {
+		t.Errorf("the old instance removed %s by name: the kubelet would unregister the driver", filepath.Base(sockA))
+	}
+
+	// The survivor has the last word: a new announcement, the earlier one retired.
+	sockB2 := announced(t, b, sockB)
+	eventually(t, "the survivor's earlier socket retired", func() bool { _, err := os.Lstat(sockB); return os.IsNotExist(err) })
+	if events.removed(filepath.Base(sockB)) {
+		t.Errorf("the survivor removed its earlier socket %s by name", filepath.Base(sockB))
+	}
+
+	if err := runB.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if !events.removed(filepath.Base(sockB2)) {
+		t.Errorf("the last instance did not remove %s by name: the kubelet would keep the driver registered", filepath.Base(sockB2))
+	}
+	left, _ := os.ReadDir(e.regDir)
+	for _, f := range left {
+		t.Errorf("left in the registration directory: %s", f.Name())
+	}
+}
+
+// An instance that restarts in its pod keeps its birth: it stands by
+// behind a newer pod instead of outbidding it.
+func TestRollingUpdateRestartedInstanceDoesNotOutbid(t *testing.T) {
+	e := newEnv(t)
+	a, runA := startInstance(t, e, "pod-a")
+	announced(t, a, "")
+	b, _ := startInstance(t, e, "pod-b")
+	announced(t, b, "")
+
+	// pod-a's container restarts: a new process with the same pod UID.
+	birth, err := os.ReadFile(filepath.Join(e.regDir, ".stub.csi.example.com_"+csiplugin.InstanceID("pod-a")+".birth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runA.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	// A graceful stop removes the birth file; a killed container would not:
+	// put it back as a SIGKILL leaves it.
+	if err := os.WriteFile(filepath.Join(e.regDir, ".stub.csi.example.com_"+csiplugin.InstanceID("pod-a")+".birth"), birth, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := startInstanceRegistrar(t, e, "pod-a")
+	eventually(t, "the restarted older instance standing by", func() bool { return a2.Status().Stage == registrar.StageStandingBy })
+	if got := b.Status().Stage; got != registrar.StageRegistered && got != registrar.StageWaitingForKubelet {
+		t.Errorf("the newer instance is %s", got)
+	}
+}
