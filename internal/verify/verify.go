@@ -115,6 +115,8 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			return ExitIncomplete, err
 		}
 		defer os.RemoveAll(workdir)
+	} else if err := os.MkdirAll(workdir, 0o755); err != nil {
+		return ExitRefused, fmt.Errorf("--workdir=%s: %w (a directory for the manifests as applied)", workdir, err)
 	}
 	run := runID()
 	labels := map[string]string{RunLabel: run}
