@@ -1,38 +1,52 @@
 #!/usr/bin/env bash
-# make e2e-driver: the driver suite on each of DRIVERS (comma-separated
-# manifests) with csi-registrar as the registrar and, with COMPARE=<image
-# archive of another registrar>, again with that one; then one table:
-# driver and case × registrar (verdict, restarts, times). The cluster stays up
-# between the runs and is torn down after the last (unless E2E_KEEP=1).
-#   E2E_TEST DRIVERS [COMPARE] bash kind/e2e-driver.sh <one run's command and flags...>
-# The command is the suite as `make e2e` (local node) or kind/e2e-kind.sh runs it.
+# make e2e-driver: a thin wrapper of `kubectl csi-registrar verify` (the plugin built
+# from the tree): bring up the local node (or kind/cluster.yaml's cluster with
+# E2E_PROVIDER=kind), load the images (csi-registrar's, the node pod's busybox, DRIVER_IMAGES,
+# COMPARE) as DRIVER_IMAGES always were, run verify on every driver of DRIVERS with
+# csi-registrar and, with COMPARE, again with that registrar (one table), and take the
+# cluster down at the end (unless E2E_KEEP=1). Run under the node lock (the Makefile).
+#   PLUGIN IMAGE IMAGE_ARCHIVE NODE_IMAGE NODE_IMAGE_ARCHIVE DRIVERS [DRIVER_IMAGES] [COMPARE] \
+#   [VERIFY_ARGS] [E2E_PROVIDER] [E2E_KEEP] bash kind/e2e-driver.sh
 set -uo pipefail
-: "${E2E_TEST:?}" "${DRIVERS:?}"
-out=bin/e2e/driver-results
-mkdir -p "$out"
-rm -f "$out"/*.json
-keep_last=${E2E_KEEP:-}
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+: "${PLUGIN:?}" "${IMAGE:?}" "${IMAGE_ARCHIVE:?}" "${NODE_IMAGE:?}" "${NODE_IMAGE_ARCHIVE:?}" "${DRIVERS:?}"
+provider=${E2E_PROVIDER:-local}
+archives=("$IMAGE_ARCHIVE" "$NODE_IMAGE_ARCHIVE")
+IFS=, read -ra extra <<<"${DRIVER_IMAGES:-}"
+for a in "${extra[@]}" ${COMPARE:+"$COMPARE"}; do [[ -z "$a" ]] || archives+=("$a"); done
+flags=(--registrar-image "$IMAGE" --node-image "$NODE_IMAGE" --workdir bin/e2e/verify)
 IFS=, read -ra drivers <<<"$DRIVERS"
-registrars=(csi-registrar)
-[[ -z "${COMPARE:-}" ]] || registrars+=(compare)
-total=$(( ${#drivers[@]} * ${#registrars[@]} )) i=0 rc=0 files=()
-for reg in "${registrars[@]}"; do
-  for drv in "${drivers[@]}"; do
-    i=$((i + 1))
-    f="$out/$i-$reg-$(basename "$drv").json"
-    flags=(-driver="$drv" -driver-results="$f")
-    [[ $reg == csi-registrar ]] || flags+=(-registrar-archive="$COMPARE")
-    keep=1
-    [[ $i -lt $total ]] || keep=$keep_last
-    s=$(date +%s)
-    echo "==== e2e-driver $i/$total: $drv with $reg"
-    E2E_KEEP=$keep "$@" "${flags[@]}" || { [[ $rc -ne 0 ]] || rc=1; }
-    echo "==== e2e-driver $i/$total: $drv with $reg: $(( $(date +%s) - s )) s"
-    [[ ! -f $f ]] || files+=("$f")
-  done
-done
-echo "==== registration cases (verdict: the kubelet's and the API's; restarts: container restarts during the case; times from the fault, s)"
-if [[ ${#files[@]} -gt 0 ]]; then
-  "$E2E_TEST" -driver-table="$(IFS=,; echo "${files[*]}")" || { [[ $rc -ne 0 ]] || rc=1; }
+for d in "${drivers[@]}"; do flags+=(-f "$d"); done
+# The archive's image name is read by verify; the archive is loaded above.
+[[ -z "${COMPARE:-}" ]] || flags+=(--compare "$COMPARE")
+
+rc=0
+s=$(date +%s)
+case "$provider" in
+  local)
+    bash "$here/localnode/up.sh" || exit 3
+    eval "$(bash "$here/localnode/env.sh")"
+    down=(bash "$here/localnode/down.sh")
+    bash "$here/localnode/load-image.sh" "${archives[@]}" >/dev/null || rc=3
+    # The node is this machine: the cases ask the driver (NodeGetInfo) on its socket too.
+    flags+=(--local-node-sockets) ;;
+  kind)
+    bash "$here/cluster.sh" up || exit 3
+    eval "$(bash "$here/cluster.sh" env)"
+    down=(bash "$here/cluster.sh" down)
+    kind=$(bash -c 'source "$1/lib.sh" && kind_bin' _ "$here") || rc=3
+    for a in "${archives[@]}"; do
+      [[ $rc -ne 0 ]] || "$kind" load image-archive "$a" --name "${KIND_CLUSTER:-csi-registrar}" || rc=3
+    done
+    # A Deployment's pod may move to another node: act on every node, as the suite did.
+    flags+=(--all-nodes) ;;
+  *) echo "E2E_PROVIDER=$provider: use local or kind" >&2; exit 2 ;;
+esac
+echo "==== e2e-driver: $provider up, images loaded: $(( $(date +%s) - s )) s"
+if [[ $rc -eq 0 ]]; then
+  # shellcheck disable=SC2086  # VERIFY_ARGS are flags, split on purpose
+  "$PLUGIN" verify --kubeconfig "$KUBECONFIG" --kubectl "$KUBECTL" "${flags[@]}" ${VERIFY_ARGS:-} || rc=$?
 fi
+echo "==== e2e-driver: $(( $(date +%s) - s )) s"
+if [[ -z "${E2E_KEEP:-}" ]]; then "${down[@]}" || { [[ $rc -ne 0 ]] || rc=1; }; fi
 exit "$rc"

@@ -47,21 +47,25 @@ e2e-matrix: ## e2e on Kubernetes 1.34, 1.35, 1.36, 1.37 in turn (local node): a 
 	@$(call with_node_lock,bash kind/e2e-matrix.sh $(E2E_VERSIONS))
 
 # ---------------------------------------------------------------------------
-# Any driver's manifests, with csi-registrar in place of node-driver-registrar
-# (kind/e2e/driver_suite_test.go): the registration cases that make sense for
-# any driver. DRIVER is a kustomize directory or a manifest file; DRIVER_IMAGES
-# the image archives its manifests need (comma-separated). E2E_PROVIDER=kind
-# runs it on kind as e2e-kind does, otherwise on the local node as e2e (both under the node lock).
-# COMPARE=<image archive of another registrar, e.g. upstream node-driver-registrar>
-# runs the cases again with that registrar and prints one table (kind/e2e-driver.sh).
+# Any driver's manifests, with csi-registrar in place of node-driver-registrar: the
+# registration cases that make sense for any driver, run by `kubectl csi-registrar verify`
+# (the plugin built from the tree; kind/e2e-driver.sh brings the cluster up and loads the
+# images). DRIVER is a kustomize directory or a manifest file (comma-separated for several);
+# DRIVER_IMAGES the image archives its manifests need. E2E_PROVIDER=kind runs it on kind,
+# otherwise on the local node (both under the node lock). COMPARE=<image archive of another
+# registrar, e.g. upstream node-driver-registrar> runs the cases again with that registrar
+# and prints one table. VERIFY_ARGS: more flags of verify (e.g. --registrar-logs=blocked).
 DRIVER        ?=
 DRIVER_IMAGES ?=
 COMPARE       ?=
+VERIFY_ARGS   ?=
+# The node pod's image: busybox built here (nothing can be pulled on the local node).
+E2E_NODE_IMAGE     ?= localhost/csi-registrar/busybox:verify
+E2E_NODE_IMAGE_TAR ?= bin/e2e/node-image.tar
 e2e_comma     := ,
 e2e_space     := $() $()
-# Paths made absolute: the suite resolves relative ones from the repository root.
-E2E_DRIVER_FLAGS = -driver-images=$(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(DRIVER_IMAGES))))
-.PHONY: e2e-driver e2e-driver-args
+e2e_abs        = $(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(1))))
+.PHONY: e2e-driver e2e-driver-args e2e-driver-build
 
 # Checked before anything is built.
 e2e-driver-args:
@@ -69,11 +73,16 @@ e2e-driver-args:
 	@for d in $(subst $(e2e_comma), ,$(DRIVER)); do [ -e "$$d" ] || { echo "DRIVER=$$d: no such file or directory (want a kustomize directory or a manifest file)" >&2; exit 2; }; done
 	@for i in $(subst $(e2e_comma), ,$(DRIVER_IMAGES)) $(COMPARE); do [ -r "$$i" ] || { echo "DRIVER_IMAGES/COMPARE: cannot read $$i (want image archives, e.g. from docker save or buildah push docker-archive:FILE)" >&2; exit 2; }; done
 
-E2E_DRIVER_RUN = env E2E_TEST=$(E2E_TEST) COMPARE=$(if $(COMPARE),$(abspath $(COMPARE))) \
-	DRIVERS=$(subst $(e2e_space),$(e2e_comma),$(abspath $(subst $(e2e_comma), ,$(DRIVER)))) bash kind/e2e-driver.sh
-e2e-driver: e2e-driver-args e2e-build ## registration cases on your driver: DRIVER=<kustomize dir|manifest>[,more] [DRIVER_IMAGES=a.tar,b.tar] [COMPARE=other-registrar.tar]
-	@if [ "$${E2E_PROVIDER:-local}" = kind ]; then \
-	  $(call with_node_lock,$(E2E_DRIVER_RUN) env E2E_REGISTRAR_IMAGE=$(IMAGE) E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) bash kind/e2e-kind.sh $(E2E_DRIVER_FLAGS) $(E2E_ARGS)); \
-	else \
-	  $(call with_node_lock,$(E2E_DRIVER_RUN) env E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_REGISTRAR_IMAGE=$(IMAGE) $(E2E_RUN) $(E2E_DRIVER_FLAGS)); \
-	fi
+# The image in its own archive, the plugin and the node pod's image: built before the lock.
+e2e-driver-build:
+	@mkdir -p bin/e2e
+	$(MAKE) --no-print-directory image IMAGE_TAR=$(E2E_IMAGE_TAR)
+	nice -n 10 $(GO) build -o bin/kubectl-csi_registrar ./cmd/kubectl-csi_registrar
+	bash kind/storage/busybox-image.sh $(E2E_NODE_IMAGE) $(E2E_NODE_IMAGE_TAR)
+
+E2E_DRIVER_RUN = env PLUGIN=$(CURDIR)/bin/kubectl-csi_registrar IMAGE=$(IMAGE) IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) \
+	NODE_IMAGE=$(E2E_NODE_IMAGE) NODE_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_NODE_IMAGE_TAR) \
+	DRIVERS=$(call e2e_abs,$(DRIVER)) DRIVER_IMAGES=$(if $(DRIVER_IMAGES),$(call e2e_abs,$(DRIVER_IMAGES))) \
+	COMPARE=$(if $(COMPARE),$(abspath $(COMPARE))) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-driver.sh
+e2e-driver: e2e-driver-args e2e-driver-build ## registration cases on your driver (kubectl csi-registrar verify): DRIVER=<kustomize dir|manifest>[,more] [DRIVER_IMAGES=a.tar,b.tar] [COMPARE=other-registrar.tar]
+	@$(call with_node_lock,$(E2E_DRIVER_RUN))

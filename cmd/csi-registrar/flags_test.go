@@ -13,7 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/csi-registrar/csi-registrar/kind/e2e/driverspec"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )

@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return badInput{fmt.Errorf("%w; see %s --help", err, c.CommandPath())}
 	})
 	root.AddCommand(statusCommand(&code, stdout, stderr))
+	root.AddCommand(verifyCommand(&code, stdout, stderr))
 	root.SetContext(ctx)
 	if err := root.Execute(); err != nil {
 		var bad badInput

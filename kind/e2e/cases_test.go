@@ -916,3 +916,36 @@ func testUninstalled(t *testing.T) {
 		t.Errorf("namespace %s: %v, want NotFound", cl.Namespace, err)
 	}
 }
+
+// checkSameContainers fails the test unless pod before is still there with
+// the same containers and restart counts, except the counts in bumped, which
+// must have grown by exactly that much.
+func checkSameContainers(t *testing.T, ctx context.Context, before *corev1.Pod, bumped map[string]int32) {
+	t.Helper()
+	now, err := cl.Client.CoreV1().Pods(cl.Namespace).Get(ctx, before.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.UID != before.UID {
+		t.Fatalf("pod %s was replaced", before.Name)
+	}
+	after := podContainers(now)
+	for c, b := range podContainers(before) {
+		a := after[c]
+		if want := b.RestartCount + bumped[c]; a.RestartCount != want {
+			t.Errorf("container %s: restartCount %d, want %d", c, a.RestartCount, want)
+		}
+		if bumped[c] == 0 && a.ContainerID != b.ContainerID {
+			t.Errorf("container %s was replaced: %s -> %s", c, b.ContainerID, a.ContainerID)
+		}
+	}
+}
+
+// podContainers returns the statuses of the pod's containers by name.
+func podContainers(p *corev1.Pod) map[string]corev1.ContainerStatus {
+	m := map[string]corev1.ContainerStatus{}
+	for _, s := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		m[s.Name] = s
+	}
+	return m
+}

@@ -15,15 +15,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/csi-registrar/csi-registrar/kind/e2e/driverspec"
-	"github.com/csi-registrar/csi-registrar/kind/e2e/sockowner"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/sockowner"
 )
 
 // The driver suite's search for the driver container, on a manifest where it
 // cannot succeed: kind/e2e/testdata/driver-elsewhere runs the registrar in one
 // DaemonSet and the driver it dials in another. The kubelet registers the
 // driver (the layout works), yet no container of the registrar's pod listens
-// on its --csi-address, so the search (findDriver, as `make e2e-driver` runs
+// on its --csi-address, so the search (drivercases.FindDriver, as `make e2e-driver` runs
 // it) must fail with an error that names what it tried and whom it found.
 const (
 	elsewhereDir       = "kind/e2e/testdata/driver-elsewhere"
@@ -76,24 +77,27 @@ func TestDriverContainerNotFound(t *testing.T) {
 	pods := waitElsewhere(t, ctx)
 	registrars, drivers := pods[elsewhereRegistrar], pods[elsewhereDriverSet]
 
-	d := &driverUnderTest{spec: spec, nodes: allNodes}
-	err = d.findDriver(ctx, registrars)
+	node, ok := cl.Provider.(drivercases.Node)
+	if !ok {
+		t.Fatalf("provider %s runs no commands on a node", cl.Provider.Name())
+	}
+	driver, _, err := drivercases.FindDriver(ctx, node, spec, registrars)
 	if err == nil {
-		t.Fatalf("the driver container of %s was found (%q), though no container of the registrar's pod serves its socket", elsewhereDir, d.driver)
+		t.Fatalf("the driver container of %s was found (%q), though no container of the registrar's pod serves its socket", elsewhereDir, driver)
 	}
 	msg := err.Error()
 	t.Logf("the search failed as it must: %v", msg)
 	// The error is about the first node the search visits; the owner it
 	// names is the driver DaemonSet's container there.
-	node := d.nodes[0]
+	first := allNodes[0]
 	want := []string{
 		"the registrar's --csi-address=/csi/csi.sock on the node",
-		"cannot find the driver container of pod " + elsewhereNamespace + "/" + registrars[node].Name,
+		"cannot find the driver container of pod " + elsewhereNamespace + "/" + registrars[first].Name,
 		"in no container of the pod (registrar=",
-		wantSock, "on node " + node,
+		wantSock, "on node " + first,
 		"tried: the socket file " + wantSock,
 		"/proc/<pid>/fd", "/proc/<pid>/net/unix", "/proc/<pid>/root", "/proc/<pid>/cgroup",
-		"in container " + sockowner.ShortID(ContainerID(ContainerStatus(drivers[node], "driver"))),
+		"in container " + sockowner.ShortID(ContainerID(ContainerStatus(drivers[first], "driver"))),
 	}
 	for _, w := range want {
 		if !strings.Contains(msg, w) {

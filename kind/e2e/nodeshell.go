@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/csi-registrar/csi-registrar/kind/e2e/sockowner"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -47,27 +47,11 @@ func (k *kindProvider) NodeSh(ctx context.Context, node, script string, args ...
 }
 
 // SocketOwner finds the container of pod whose process listens on the unix
-// socket at path on the pod's node (package sockowner). The error names
-// what was tried.
+// socket at path on the pod's node (drivercases.SocketOwner).
 func (c *Cluster) SocketOwner(ctx context.Context, pod *corev1.Pod, path string) (string, error) {
-	sh, ok := c.Provider.(NodeShell)
+	sh, ok := c.Provider.(drivercases.Node)
 	if !ok {
 		return "", fmt.Errorf("provider %s cannot run commands on a node: the container listening on %s cannot be found", c.Provider.Name(), path)
 	}
-	node := pod.Spec.NodeName
-	out, err := sh.NodeSh(ctx, node, sockowner.Script, path)
-	if err != nil {
-		return "", fmt.Errorf("socket owner search for %s: %w", path, err)
-	}
-	f, err := sockowner.Parse(node, path, out)
-	if err != nil {
-		return "", err
-	}
-	ids := map[string]string{}
-	for _, s := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
-		if id := ContainerID(s); id != "" && s.State.Running != nil {
-			ids[s.Name] = id
-		}
-	}
-	return f.Container(pod.Namespace+"/"+pod.Name, ids)
+	return drivercases.SocketOwner(ctx, sh, pod, path)
 }

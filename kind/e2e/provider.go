@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
@@ -26,20 +26,9 @@ const KubeletRoot = csiplugin.DefaultKubeletDir
 // PluginsRegistry is the directory the kubelet's plugin watcher watches.
 const PluginsRegistry = KubeletRoot + "/" + csiplugin.PluginsRegistryDir
 
-// NodeFile is one entry of a directory on a node.
-type NodeFile struct {
-	Name   string
-	Socket bool
-	// File is the file's identity (device and inode, as csiplugin tells
-	// sockets apart); Ctime (nanoseconds, or the best resolution the node's
-	// tools give) tells a new file apart from an old one whose inode number
-	// was reused.
-	File  csiplugin.FileID
-	Ctime string
-}
-
-// ID identifies the file across re-creations at the same path.
-func (f NodeFile) ID() string { return fmt.Sprintf("%d:%d@%s", f.File.Dev, f.File.Ino, f.Ctime) }
+// NodeFile is one entry of a directory on a node (drivercases' type: the
+// providers serve the driver cases as their Node).
+type NodeFile = drivercases.NodeFile
 
 // Provider runs the node-level actions of the suite, and brings the cluster up
 // and down. Node names are Kubernetes node names.
@@ -106,26 +95,5 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// parseListing parses lines of `<type> <device> <inode> <ctime> <name>` as
-// written by `find DIR -mindepth 1 -maxdepth 1 -printf '%y %D %i %C@ %f\n'`.
-func parseListing(out string) ([]NodeFile, error) {
-	var files []NodeFile
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if line == "" {
-			continue
-		}
-		f := strings.SplitN(line, " ", 5)
-		if len(f) != 5 {
-			return nil, fmt.Errorf("unexpected listing line %q", line)
-		}
-		var id csiplugin.FileID
-		if _, err := fmt.Sscan(f[1], &id.Dev); err != nil {
-			return nil, fmt.Errorf("listing line %q: device: %w", line, err)
-		}
-		if _, err := fmt.Sscan(f[2], &id.Ino); err != nil {
-			return nil, fmt.Errorf("listing line %q: inode: %w", line, err)
-		}
-		files = append(files, NodeFile{Name: f[4], Socket: f[0] == "s", File: id, Ctime: f[3]})
-	}
-	return files, nil
-}
+// parseListing parses a listing of drivercases.ListingScript.
+func parseListing(out string) ([]NodeFile, error) { return drivercases.ParseListing(out) }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/csi-registrar/csi-registrar/kind/e2e/kubeletlog"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 )
 
 // The rolling-update mode with a real kubelet: the reference DaemonSet with

@@ -53,9 +53,6 @@ func logf(format string, args ...any) {
 
 func runSuite(m *testing.M) int {
 	flag.Parse()
-	if *driverTableFlag != "" { // make e2e-driver COMPARE=...: the runs' results side by side
-		return printDriverTable(*driverTableFlag)
-	}
 	start := time.Now()
 	defer func() { logf("suite finished in %s", time.Since(start).Round(100*time.Millisecond)) }()
 	root, err := RepoRoot()
@@ -112,9 +109,6 @@ func runSuite(m *testing.M) int {
 		for _, n := range nl.Items {
 			logf("Kubernetes: node %s runs kubelet %s (%s)", n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KernelVersion)
 		}
-	}
-	if *driverFlag != "" { // make e2e-driver: another driver's manifests (driver_suite_test.go)
-		return runDriverSuite(ctx, m, root)
 	}
 	if err := setup(ctx, root); err != nil {
 		logf("setup failed: %v", err)

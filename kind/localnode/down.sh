@@ -67,6 +67,7 @@ fi
 
 stop_daemon kube-controller-manager
 stop_daemon kube-scheduler
+stop_supervisor
 stop_daemon kubelet
 
 # 2. Containers the kubelet did not remove. If containerd died while tasks were

@@ -103,6 +103,48 @@ start_kubelet() {
     --v=2
 }
 
+# supervisor_pid: the PID of kubelet-supervisor.sh from its pid file, if it runs.
+supervisor_pid() {
+  local pid
+  [[ -s "$RUN_DIR/kubelet-supervisor.pid" ]] || return 1
+  pid=$(<"$RUN_DIR/kubelet-supervisor.pid")
+  [[ "$pid" =~ ^[0-9]+$ ]] && proc_running "$pid" || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kubelet-supervisor.sh' || return 1
+  echo "$pid"
+}
+
+# start_supervised_kubelet: the kubelet under kubelet-supervisor.sh, which starts it
+# again whenever it exits; returns once the supervisor's kubelet runs. Descriptors
+# above 2 are closed first (a held node lock must not leak into the loop).
+start_supervised_kubelet() {
+  local i
+  rm -f "$RUN_DIR/kubelet.pid"
+  mkdir -p "$RUN_DIR" "$LOG_DIR"
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      if [[ $fd -gt 2 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid bash "$LOCALNODE_SRC/kubelet-supervisor.sh" </dev/null >>"$LOG_DIR/kubelet-supervisor.log" 2>&1
+  ) &
+  for ((i = 0; i < 250; i++)); do
+    alive kubelet && return 0
+    sleep 0.02
+  done
+  die "kubelet-supervisor.sh did not start the kubelet (log: $LOG_DIR/kubelet-supervisor.log)"
+}
+
+# stop_supervisor: stop the loop, so that the kubelet stays stopped once stopped.
+stop_supervisor() {
+  local pid
+  if pid=$(supervisor_pid); then
+    kill -TERM "$pid" 2>/dev/null || true
+    while proc_running "$pid"; do sleep 0.05; done
+    echo "  stopped kubelet-supervisor (pid $pid)"
+  fi
+  rm -f "$RUN_DIR/kubelet-supervisor.pid"
+}
+
 # stop_daemon NAME [RUN_DIR] [TIMEOUT_S]: SIGTERM, then SIGKILL after the timeout.
 stop_daemon() {
   local name=$1 dir=${2:-$RUN_DIR} timeout=${3:-20} pid i
@@ -171,11 +213,13 @@ node_ready() {
 
 COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
-# node_is_up: every component runs, the API server answers, the node is Ready
+# node_is_up: every component runs (the kubelet under its supervisor), the API server
+# answers, the node is Ready
 # (status.sh's answer, as an exit status).
 node_is_up() {
   local n
   for n in "${COMPONENTS[@]}"; do alive "$n" || return 1; done
+  supervisor_pid >/dev/null || return 1
   apiserver_ok >/dev/null 2>&1 && node_ready "" 2>/dev/null
 }
 

@@ -32,6 +32,10 @@ finish() {
   echo "  alias kubectl=$KUBECTL        # or: source $LOCALNODE_CACHE/env"
 }
 
+# The node carries the project's marker of a node meant for disruptive tests
+# (`kubectl csi-registrar verify` acts on it without --i-know-this-is-disruptive).
+mark_node() { k label node "$NODE_NAME" csi-registrar.io/test-node=true --overwrite >/dev/null; }
+
 # Anything a previous run may have left behind.
 leftovers() {
   compgen -G "$LOCALNODE_ROOT/*/run/*.pid" >/dev/null && return 0
@@ -61,8 +65,20 @@ fi
 step "pause image"
 "$here/images/build-pause.sh"
 
+# A node up.sh started before the kubelet had a supervisor: put its kubelet under one
+# (a restart: pods keep running, containerd holds them).
+if alive kubelet && ! supervisor_pid >/dev/null && apiserver_ok >/dev/null 2>&1; then
+  step "the kubelet runs without its supervisor: restarting it under kubelet-supervisor.sh"
+  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  stop_daemon kubelet
+  start_supervised_kubelet
+  wait_daemon kubelet 60 kubelet_ok
+  wait_daemon kubelet 120 node_ready "$since"
+fi
+
 if node_is_up; then
   step "node $NODE_NAME is already up"
+  mark_node
   finish
   exit 0
 fi
@@ -304,13 +320,14 @@ start_daemon kube-scheduler \
 wait_daemon kube-controller-manager 60 kcm_ok
 wait_daemon kube-scheduler 60 scheduler_ok
 
-step "starting kubelet (node $NODE_NAME)"
+step "starting kubelet (node $NODE_NAME) under kubelet-supervisor.sh (killed, it starts again)"
 kubelet_since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-start_kubelet
+start_supervised_kubelet
 wait_daemon kubelet 60 kubelet_ok
 wait_daemon kubelet 120 node_ready "$kubelet_since"
 # Pods are rejected until the ServiceAccount controller made the default account.
 wait_daemon kube-controller-manager 60 k get serviceaccount default --namespace default
+mark_node
 trap - ERR
 step "node $NODE_NAME Ready"
 finish

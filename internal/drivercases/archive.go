@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package drivercases
 
 import (
 	"archive/tar"

@@ -268,3 +268,22 @@ func TestParseWorkloadKinds(t *testing.T) {
 		t.Errorf("in-process: registrar %q swaps %v path %q problems %q; want none", s.Registrar, s.Swaps, s.RegistrationPath, s.Problems())
 	}
 }
+
+func TestLabelMarksEveryObjectOnly(t *testing.T) {
+	s := mustParse(t, upstreamStyle(t))
+	s.Label("verify.csi-registrar.io/run", "r1")
+	for _, o := range s.Objects {
+		md, _ := o["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		if labels["verify.csi-registrar.io/run"] != "r1" {
+			t.Errorf("%v %v: labels %v, want the run label", o["kind"], md["name"], labels)
+		}
+		if ps := podSpecOf(o); ps != nil {
+			tmpl := o["spec"].(map[string]any)["template"].(map[string]any)
+			tmd, _ := tmpl["metadata"].(map[string]any)
+			if l, _ := tmd["labels"].(map[string]any); l["verify.csi-registrar.io/run"] != nil {
+				t.Errorf("%v: the pod template got the label too", o["kind"])
+			}
+		}
+	}
+}

@@ -103,7 +103,7 @@ type Spec struct {
 // node-driver-registrar for registrarImage, and learns the Spec.
 func Parse(rendered []byte, registrarImage string) (*Spec, error) {
 	if registrarImage == "" {
-		return nil, errors.New("the registrar image under test is empty: set E2E_REGISTRAR_IMAGE (e.g. csi-registrar:dev)")
+		return nil, errors.New("the registrar image under test is empty: pass it (kubectl csi-registrar verify --registrar-image, e.g. csi-registrar:dev)")
 	}
 	objs, err := splitObjects(rendered)
 	if err != nil {
@@ -285,6 +285,25 @@ func (s *Spec) Problems() []string {
 			reg, s.RegistrationPath, s.CSIAddress, s.HostSocket, s.HostSocketVia, s.HostSocket))
 	}
 	return p
+}
+
+// Label sets the label key=value on every object (metadata.labels), so
+// that what is applied can be found again by that label (verify's cleanup).
+// Pod templates are left as written: pods are their workload's.
+func (s *Spec) Label(key, value string) {
+	for _, o := range s.Objects {
+		md, _ := o["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			o["metadata"] = md
+		}
+		labels, _ := md["labels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
+			md["labels"] = labels
+		}
+		labels[key] = value
+	}
 }
 
 // YAML returns the objects as YAML documents, for kubectl apply -f.

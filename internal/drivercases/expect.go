@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package drivercases
 
 import (
 	"context"
@@ -11,9 +9,10 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
 )
 
 // nodeExpect is what the kubelet must write for the driver on one node.
@@ -38,20 +37,21 @@ func (e nodeExpect) String() string {
 // expect learns what the kubelet must write on node: from the driver's
 // NodeGetInfo on its socket on the node (the registration path, as the
 // kubelet calls it), else from what the kubelet wrote.
-func (d *driverUnderTest) expect(ctx context.Context, node string) (nodeExpect, error) {
+func (s *suite) expect(ctx context.Context, node string) (nodeExpect, error) {
+	d, cl := s.d, s.cl
 	var e nodeExpect
-	if d.dialer != nil {
+	if cl.Dialer != nil {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		endpoint := d.spec.RegistrationPath
 		if strings.Contains(endpoint, "$(") { // set from a field: ask the registration socket
-			info, err := RegistrationInfo(cctx, d.dialer, node, PluginsRegistry+"/"+d.regSocket())
+			info, err := RegistrationInfo(cctx, cl.Dialer, node, PluginsRegistry+"/"+d.regSocket())
 			if err != nil {
 				return e, err
 			}
 			endpoint = info.Endpoint
 		}
-		di, err := AskDriver(cctx, d.dialer, node, endpoint)
+		di, err := AskDriver(cctx, cl.Dialer, node, endpoint)
 		if err != nil {
 			return e, err
 		}
@@ -139,19 +139,19 @@ func (d *driverUnderTest) problems(r Registration, node string, e nodeExpect) []
 }
 
 // Conditions on recorded states.
-func (d *driverUnderTest) annotated(node string, e nodeExpect, want bool) func(State) bool {
+func (d *driverUnderTest) annotated(node string, e nodeExpect, want bool) func(record.State) bool {
 	return annotatedWith(node, d.name, want, func(id string) bool { return id == e.nodeID })
 }
 
-func (d *driverUnderTest) entryPresent(node string, e nodeExpect) func(State) bool {
-	return func(s State) bool {
-		return d.entryProblems(Registration{Entries: CSINodeEntries(s.CSINode(node), d.name)}, node, e) == nil
+func (d *driverUnderTest) entryPresent(node string, e nodeExpect) func(record.State) bool {
+	return func(st record.State) bool {
+		return d.entryProblems(Registration{Entries: CSINodeEntries(st.CSINode(node), d.name)}, node, e) == nil
 	}
 }
 
-func (d *driverUnderTest) entryAbsent(node string) func(State) bool {
-	return func(s State) bool {
-		return s.CSINode(node) != nil && len(CSINodeEntries(s.CSINode(node), d.name)) == 0
+func (d *driverUnderTest) entryAbsent(node string) func(record.State) bool {
+	return func(st record.State) bool {
+		return st.CSINode(node) != nil && len(CSINodeEntries(st.CSINode(node), d.name)) == 0
 	}
 }
 
@@ -159,7 +159,8 @@ func (d *driverUnderTest) entryAbsent(node string) func(State) bool {
 // cause first: the manifests' own mistakes, the pod, the kubelet's attempts
 // and errors (its log), the registration socket and what it announces,
 // and the driver's answer at that endpoint.
-func (d *driverUnderTest) diagnose(ctx context.Context, node string) []string {
+func (s *suite) diagnose(ctx context.Context, node string) []string {
+	d, cl := s.d, s.cl
 	var c []string
 	c = append(c, d.spec.Problems()...)
 	pod, err := cl.PodOn(ctx, node)
@@ -169,12 +170,12 @@ func (d *driverUnderTest) diagnose(ctx context.Context, node string) []string {
 	if !PodReady(pod) {
 		c = append(c, fmt.Sprintf("pod %s is not Ready: %s", pod.Name, waitingReasons(pod)))
 	}
-	if n, said, err := kubeletAttempts(ctx, node, d.name, d.applied); err != nil {
+	if n, said, err := s.kubeletAttempts(ctx, node, d.applied); err != nil {
 		c = append(c, fmt.Sprintf("the kubelet's log on %s: %v", node, err))
 	} else if n > 0 {
 		c = append(c, fmt.Sprintf("the kubelet tried to register the driver %d times since the apply and it is not registered; its log about it: %s", n, strings.Join(lastN(said, 5), " | ")))
 	}
-	files, err := cl.Provider.PluginsRegistry(ctx, node)
+	files, err := cl.Node.PluginsRegistry(ctx, node)
 	if err != nil {
 		return append(c, err.Error())
 	}
@@ -185,12 +186,10 @@ func (d *driverUnderTest) diagnose(ctx context.Context, node string) []string {
 	if !found {
 		c = append(c, fmt.Sprintf("no registration socket %s in %s on %s: the registrar did not create it (its log says why)", d.regSocket(), PluginsRegistry, node))
 	}
-	if d.dialer == nil {
-		if p, ok := cl.Provider.(*kindProvider); ok {
-			out, err := p.sh(ctx, node, "[ -S "+shellQuote(d.spec.RegistrationPath)+" ] && echo socket || echo missing")
-			if err == nil && strings.TrimSpace(out) == "missing" {
-				c = append(c, fmt.Sprintf("no socket at --kubelet-registration-path=%s on %s: the kubelet calls NodeGetInfo there", d.spec.RegistrationPath, node))
-			}
+	if cl.Dialer == nil {
+		out, err := cl.Node.NodeSh(ctx, node, `[ -S "$1" ] && echo socket || echo missing`, d.spec.RegistrationPath)
+		if err == nil && strings.TrimSpace(out) == "missing" {
+			c = append(c, fmt.Sprintf("no socket at --kubelet-registration-path=%s on %s: the kubelet calls NodeGetInfo there", d.spec.RegistrationPath, node))
 		}
 		return c
 	}
@@ -198,7 +197,7 @@ func (d *driverUnderTest) diagnose(ctx context.Context, node string) []string {
 	defer cancel()
 	endpoint := d.spec.RegistrationPath
 	if found {
-		info, err := RegistrationInfo(cctx, d.dialer, node, PluginsRegistry+"/"+d.regSocket())
+		info, err := RegistrationInfo(cctx, cl.Dialer, node, PluginsRegistry+"/"+d.regSocket())
 		switch {
 		case err != nil:
 			c = append(c, err.Error())
@@ -208,26 +207,18 @@ func (d *driverUnderTest) diagnose(ctx context.Context, node string) []string {
 			endpoint = info.Endpoint
 		}
 	}
-	if _, err := AskDriver(cctx, d.dialer, node, endpoint); err != nil {
+	if _, err := AskDriver(cctx, cl.Dialer, node, endpoint); err != nil {
 		c = append(c, fmt.Sprintf("the kubelet calls the driver at %s on %s (the endpoint the registrar announces: --kubelet-registration-path), and there: %v", endpoint, node, err))
-	} else if _, err := d.expect(cctx, node); err != nil {
+	} else if _, err := s.expect(cctx, node); err != nil {
 		c = append(c, err.Error())
 	}
 	return c
 }
 
-// podContainers returns the statuses of the pod's containers by name.
-func podContainers(p *corev1.Pod) map[string]corev1.ContainerStatus {
-	m := map[string]corev1.ContainerStatus{}
-	for _, s := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		m[s.Name] = s
-	}
-	return m
-}
-
 // csiDriverProblems checks the manifests' CSIDriver objects against the
 // registered name: a CSIDriver that names another driver configures nothing.
-func (d *driverUnderTest) csiDriverProblems(ctx context.Context) []string {
+func (s *suite) csiDriverProblems(ctx context.Context) []string {
+	d, cl := s.d, s.cl
 	if len(d.spec.CSIDrivers) == 0 {
 		return nil
 	}

@@ -1,0 +1,77 @@
+package drivercases
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// check is one case as it runs: what testing.T is to a test. Fatalf and
+// Skipf end the case (by a panic that runCase recovers); Errorf marks it
+// failed and goes on. Cleanups run in reverse order when the case ends.
+type check struct {
+	name     string
+	parent   context.Context // the run's context: the case's derives from it
+	out      io.Writer
+	failed   bool
+	skipped  bool
+	cleanups []func()
+	times    []CaseTime
+}
+
+// stop ends a case from Fatalf or Skipf.
+type stop struct{}
+
+func (c *check) Logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(c.out, "    %s %s: %s\n", time.Now().Format("15:04:05.000"), c.name, strings.ReplaceAll(msg, "\n", "\n        "))
+}
+
+func (c *check) Errorf(format string, args ...any) {
+	c.failed = true
+	c.Logf("FAIL: "+format, args...)
+}
+
+func (c *check) Error(args ...any) { c.Errorf("%s", fmt.Sprint(args...)) }
+
+func (c *check) Fatalf(format string, args ...any) {
+	c.Errorf(format, args...)
+	panic(stop{})
+}
+
+func (c *check) Fatal(args ...any) { c.Fatalf("%s", fmt.Sprint(args...)) }
+
+func (c *check) Skipf(format string, args ...any) {
+	c.skipped = true
+	c.Logf("skip: "+format, args...)
+	panic(stop{})
+}
+
+// Cleanup registers f to run when the case ends.
+func (c *check) Cleanup(f func()) { c.cleanups = append(c.cleanups, f) }
+
+// measure records a time the case measured.
+func (c *check) measure(what string, d time.Duration) {
+	c.times = append(c.times, CaseTime{What: what, Seconds: d.Seconds()})
+	c.Logf("measured: %s: %.3f s", what, d.Seconds())
+}
+
+// run runs f as the case, recovering the case's own stop and running its
+// cleanups; any other panic goes on.
+func (c *check) run(f func(*check)) {
+	defer func() {
+		for i := len(c.cleanups) - 1; i >= 0; i-- {
+			c.cleanups[i]()
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(stop); !ok {
+				panic(r)
+			}
+		}
+	}()
+	f(c)
+}

@@ -1,0 +1,116 @@
+package drivercases
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/csi-registrar/csi-registrar/internal/mdtable"
+)
+
+// CaseResult is the outcome of one case.
+type CaseResult struct {
+	Case     string
+	Verdict  string // pass, FAIL, skip
+	Note     string
+	Restarts map[string]int32 // container -> restarts during the case, summed over the workload's pods
+	Times    []CaseTime
+}
+
+// CaseTime is a time a case measured, from its fault.
+type CaseTime struct {
+	What    string
+	Seconds float64
+}
+
+// Result is one run: one driver with one registrar.
+type Result struct {
+	Driver     string // the manifests, as given
+	Registrar  string // the registrar image under test (or "in-process")
+	Kubernetes string
+	Provider   string
+	Cases      []CaseResult
+}
+
+// Passed reports whether every case passed.
+func (r Result) Passed() bool {
+	for _, c := range r.Cases {
+		if c.Verdict != "pass" {
+			return false
+		}
+	}
+	return len(r.Cases) > 0
+}
+
+// Table prints runs side by side: driver and case × registrar, each with
+// its verdict, the container restarts during the case and the kubelet's
+// times (CSINode entry gone / back, from the fault).
+func Table(runs []Result) string {
+	var regs, rows []string
+	cell := map[[2]string]*CaseResult{}
+	for i := range runs {
+		r := &runs[i]
+		if !slices.Contains(regs, r.Registrar) {
+			regs = append(regs, r.Registrar)
+		}
+		for j := range r.Cases {
+			row := filepath.Base(r.Driver) + " " + r.Cases[j].Case
+			if !slices.Contains(rows, row) {
+				rows = append(rows, row)
+			}
+			cell[[2]string{row, r.Registrar}] = &r.Cases[j]
+		}
+	}
+	tb := mdtable.Table{Header: []string{"driver, case"}}
+	for _, reg := range regs {
+		tb.Header = append(tb.Header, reg, "restarts", "CSINode entry (s)")
+	}
+	var notes []string
+	for _, row := range rows {
+		cells := []string{row}
+		for _, reg := range regs {
+			c := cell[[2]string{row, reg}]
+			if c == nil {
+				cells = append(cells, "-", "-", "-")
+				continue
+			}
+			v := c.Verdict
+			if c.Note != "" {
+				v += " *"
+				notes = append(notes, fmt.Sprintf("%s, %s: %s", row, reg, c.Note))
+			}
+			var rs []string
+			for k, n := range c.Restarts {
+				rs = append(rs, fmt.Sprintf("%s %d", k, n))
+			}
+			sort.Strings(rs)
+			if len(rs) == 0 {
+				rs = []string{"0"}
+			}
+			var ts []string
+			for _, x := range c.Times {
+				if strings.Contains(x.What, "CSINode entry") {
+					_, w, _ := strings.Cut(x.What, "-> ")
+					w = strings.TrimPrefix(w, "CSINode entry ")
+					ts = append(ts, fmt.Sprintf("%s %.2f", w, x.Seconds))
+				}
+			}
+			if len(ts) == 0 {
+				ts = []string{"-"}
+			}
+			cells = append(cells, v, strings.Join(rs, ", "), strings.Join(ts, "; "))
+		}
+		tb.Rows = append(tb.Rows, cells)
+	}
+	var b strings.Builder
+	b.WriteString(tb.Markdown())
+	for _, r := range runs {
+		fmt.Fprintf(&b, "%s with %s: Kubernetes %s, provider %s\n", filepath.Base(r.Driver), r.Registrar, r.Kubernetes, r.Provider)
+	}
+	for _, n := range notes {
+		b.WriteString("* " + n + "\n")
+	}
+	return b.String()
+}
