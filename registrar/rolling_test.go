@@ -3,8 +3,10 @@ package registrar_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -166,5 +168,36 @@ func TestRollingUpdateRestartedInstanceDoesNotOutbid(t *testing.T) {
 	eventually(t, "the restarted older instance standing by", func() bool { return a2.Status().Stage == registrar.StageStandingBy })
 	if got := b.Status().Stage; got != registrar.StageRegistered && got != registrar.StageWaitingForKubelet {
 		t.Errorf("the newer instance is %s", got)
+	}
+}
+
+// In the mode, a kubelet that never calls GetInfo gets a new announcement
+// (a fresh socket), and the socket it never looked at is unlinked.
+func TestRollingUpdateKubeletSilenceAnnouncesAgain(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	sock := filepath.Join(filepath.Dir(e.driverSock), "pod-a.sock")
+	d, err := stubdriver.New(stubdriver.Options{Endpoint: "unix://" + sock, Name: stubName, NodeID: "node-1", Logger: testLogger(t, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, d.Run)
+	r, _ := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) {
+		o.CSIAddress, o.KubeletRegistrationPath, o.RollingUpdate = sock, sock, "pod-a"
+		o.KubeletWait = registrar.MinKubeletWait
+	})
+	var first string
+	eventually(t, "the first announcement", func() bool {
+		first = r.Status().SocketPath
+		return r.Status().Stage == registrar.StageWaitingForKubelet && answers(first)
+	})
+	clk.Fire(t, registrar.MinKubeletWait, patience)
+	clk.Fire(t, time.Second, patience)
+	announced(t, r, first)
+	if _, err := os.Lstat(first); !os.IsNotExist(err) {
+		t.Errorf("the announcement the kubelet never looked at is still there: %v", err)
+	}
+	if !strings.Contains(metric(r), `csi_registrar_rolling_update_decisions_total{decision="take-back"} 1`) {
+		t.Errorf("metrics do not count the take-back:\n%s", metric(r))
 	}
 }

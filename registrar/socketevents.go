@@ -179,6 +179,8 @@ func (l *loop) inferKubeletRetry(k KubeletRetry) {
 // first means a kubelet that does not retry by itself.
 func (l *loop) onRetryDue() {
 	if l.roll != nil {
+		// A new socket, in the mode, is a new announcement.
+		l.wantTakeBack("retry after " + l.reason)
 		l.decide()
 		return
 	}
