@@ -20,7 +20,7 @@ import (
 // an error ends Run with it.
 
 // waiting reports whether the loop still waits for the driver's first answer.
-func (l *loop) waiting() bool { return l.name == "" }
+func (l *loop) waiting() bool { return l.driver.name == "" }
 
 // lookAtDriver is due (start, a file event, a backoff, a lost event): while
 // waiting, look at the driver socket and ask the driver once it is one;
@@ -50,17 +50,17 @@ func (l *loop) lookAtDriver(ctx context.Context) error {
 // driverMissing records, while waiting, why the driver did not answer, and
 // when to look again (a file event may come first).
 func (l *loop) driverMissing(err error, again time.Duration) {
-	l.lastErr = err
+	l.driver.lastErr = err
 	l.r.metrics.setReachable(false)
-	l.recheck.set(again)
+	l.alarms.recheck.set(again)
 	l.publish(StageWaitingForDriver, err.Error())
 }
 
 // onDriverAnswer: a call to the driver returned.
 func (l *loop) onDriverAnswer(ctx context.Context, a driverAnswer) error {
-	l.asking = false
-	if l.askAgain {
-		l.askAgain = false
+	l.driver.asking = false
+	if l.driver.askAgain {
+		l.driver.askAgain = false
 		defer l.ask(ctx, true)
 	}
 	switch {
@@ -72,7 +72,7 @@ func (l *loop) onDriverAnswer(ctx context.Context, a driverAnswer) error {
 		return l.onNameAgain(a)
 	case a.err != nil:
 		l.driverDown(a.err)
-	case !l.driverUp:
+	case !l.driver.up:
 		l.ask(ctx, true) // back: maybe under another name
 	}
 	return nil
@@ -84,14 +84,14 @@ func (l *loop) onFirstAnswer(a driverAnswer) error {
 		if !retryable(a.err) {
 			return a.err
 		}
-		l.driverMissing(a.err, l.driverRetry.next())
+		l.driverMissing(a.err, l.driverBackoff().next())
 		return nil
 	}
 	l.r.metrics.setReachable(true)
 	l.log.Info("driver answered", "driver", a.name, "socket", l.r.driverPath, "outcome", "answered",
-		"waited", l.r.clock.Now().Sub(l.waitStart).Round(time.Millisecond))
-	l.progress.stop()
-	l.deadline.stop()
+		"waited", l.r.clock.Now().Sub(l.driver.waitStart).Round(time.Millisecond))
+	l.alarms.progress.stop()
+	l.alarms.deadline.stop()
 	if err := l.watcher.Add(l.r.opts.PluginRegistrationPath); err != nil {
 		return &OptionError{Option: OptionPluginRegistrationPath, Value: l.r.opts.PluginRegistrationPath, Op: "watch",
 			Err: err, Fix: "mount the kubelet's plugins_registry there"}
@@ -105,21 +105,21 @@ func (l *loop) onFirstAnswer(a driverAnswer) error {
 func (l *loop) onNameAgain(a driverAnswer) error {
 	if a.err != nil {
 		l.driverDown(a.err)
-		d := l.driverRetry.next()
-		l.recheck.set(d)
+		d := l.driverBackoff().next()
+		l.alarms.recheck.set(d)
 		l.log.Info("driver not answering after it came back", "err", a.err, "retryIn", d, "outcome", "rechecking")
 		return nil
 	}
-	l.driverRetry.reset()
-	l.driverID, _ = csiplugin.FileIDOf(l.r.driverPath)
+	l.driverBackoff().reset()
+	l.driver.id, _ = csiplugin.FileIDOf(l.r.driverPath)
 	l.driverBack()
-	if a.name == l.name {
+	if a.name == l.driver.name {
 		l.log.Info("driver came back under the same name", "outcome", "unchanged")
 		return nil
 	}
 	if l.roll != nil {
 		return fmt.Errorf("the driver at %s now reports the name %q instead of %q: in the rolling-update mode an instance registers one name for its life; restart the pod",
-			l.r.driverPath, a.name, l.name)
+			l.r.driverPath, a.name, l.driver.name)
 	}
 	l.log.Info("driver came back under another name; registering it instead", "newDriver", a.name, "outcome", "renamed")
 	l.begin(a.name, a.path)
@@ -130,18 +130,18 @@ func (l *loop) onNameAgain(a driverAnswer) error {
 // identify): it ends the registration of any earlier name, then serves the
 // new socket.
 func (l *loop) begin(name, path string) {
-	if l.cur != nil {
+	if l.sock.cur != nil {
 		l.closeSocket("exit")
 	}
 	l.stopSessionAlarms()
 	l.r.status.update(func(st *Status) { st.DriverName, st.SocketPath = name, path })
-	l.name, l.path = name, path
+	l.driver.name, l.sock.path = name, path
 	l.log = l.r.log.With("driver", name, "socket", path)
-	l.driverUp = true
-	l.driverID, _ = csiplugin.FileIDOf(l.r.driverPath)
-	l.retry = newBackoff(time.Second, l.r.opts.RegistrationRetryMax)
-	l.driverRetry = newBackoff(100*time.Millisecond, 10*time.Second)
-	l.tick.set(reconcilePeriod)
+	l.driver.up = true
+	l.driver.id, _ = csiplugin.FileIDOf(l.r.driverPath)
+	l.sock.backoff.reset()
+	l.driver.recheckBackoff.reset()
+	l.alarms.tick.set(reconcilePeriod)
 	if l.r.opts.RollingUpdate != "" {
 		l.log = l.r.log.With("driver", name)
 		l.rollBegin()
@@ -152,15 +152,15 @@ func (l *loop) begin(name, path string) {
 
 // onStillWaiting: the progress alarm, while the driver is awaited.
 func (l *loop) onStillWaiting() {
-	l.progress.set(driverProgressEvery)
-	l.log.Info("still waiting for the CSI driver", "waited", l.r.clock.Now().Sub(l.waitStart).Round(time.Second),
-		"lastError", fmt.Sprint(l.lastErr), "check", "is the driver container running and listening on this socket?")
+	l.alarms.progress.set(driverProgressEvery)
+	l.log.Info("still waiting for the CSI driver", "waited", l.r.clock.Now().Sub(l.driver.waitStart).Round(time.Second),
+		"lastError", fmt.Sprint(l.driver.lastErr), "check", "is the driver container running and listening on this socket?")
 }
 
 // onConnectionTimeout: Options.ConnectionTimeout passed without an answer.
 func (l *loop) onConnectionTimeout() error {
 	return &OptionError{Option: OptionConnectionTimeout, Value: l.r.opts.ConnectionTimeout.String(),
-		Err: &DriverTimeoutError{Address: l.r.driverPath, Waited: l.r.clock.Now().Sub(l.waitStart).Round(time.Millisecond), Err: l.lastErr},
+		Err: &DriverTimeoutError{Address: l.r.driverPath, Waited: l.r.clock.Now().Sub(l.driver.waitStart).Round(time.Millisecond), Err: l.driver.lastErr},
 		Fix: "check that the driver's container runs and listens there, or allow a longer wait"}
 }
 
@@ -179,28 +179,35 @@ func (l *loop) onWatcherError(ctx context.Context, err error) error {
 // name again) or removed (it stopped).
 func (l *loop) onDriverSocketEvent(ctx context.Context, ev fsnotify.Event) error {
 	if l.waiting() {
-		l.reconnectNow = true
+		l.driver.reconnectNow = true
 		return l.lookAtDriver(ctx)
 	}
 	switch {
 	case ev.Has(fsnotify.Create):
-		l.reconnectNow = true
-		l.driverRetry.reset()
-		l.recheck.set(0)
-		l.log.Info("driver socket created again; the driver restarted", "outcome", "rechecking")
+		l.driverRestarted("file event")
 	case ev.Has(fsnotify.Remove), ev.Has(fsnotify.Rename):
 		l.driverDown(errors.New("its socket was removed"))
 	}
 	return nil
 }
 
+// driverRestarted: the driver socket is a new one, whoever noticed (a file
+// event, or the reconcile that stands in for a lost one): reconnect and ask
+// the driver its name at once.
+func (l *loop) driverRestarted(noticedBy string) {
+	l.driver.reconnectNow = true
+	l.driverBackoff().reset()
+	l.alarms.recheck.set(0)
+	l.log.Info("driver socket created again; the driver restarted", "noticedBy", noticedBy, "outcome", "rechecking")
+}
+
 // driverDown records and logs (once per outage) that the driver stopped answering.
 func (l *loop) driverDown(err error) {
 	l.r.metrics.setReachable(false)
-	if !l.driverUp {
+	if !l.driver.up {
 		return
 	}
-	l.driverUp = false
+	l.driver.up = false
 	l.log.Warn("driver stopped answering", "err", err, "outcome", "unreachable",
 		"check", "is the driver container running? /readyz is 503 until it answers Probe again")
 }
@@ -208,9 +215,9 @@ func (l *loop) driverDown(err error) {
 // driverBack records and logs (once per outage) that the driver answers again.
 func (l *loop) driverBack() {
 	l.r.metrics.setReachable(true)
-	if l.driverUp {
+	if l.driver.up {
 		return
 	}
-	l.driverUp = true
+	l.driver.up = true
 	l.log.Info("driver answers again", "outcome", "reachable")
 }

@@ -97,9 +97,9 @@ type driverAnswer struct {
 	err   error
 }
 
-// loop is the control loop's whole state. Only the goroutine in run reads
-// or writes it; the world sees it through the published Status and the
-// metrics, which it writes and never reads back.
+// loop is the control loop's whole state, grouped by what it describes.
+// Only the goroutine in run reads or writes it; the world sees it through
+// the published Status and the metrics, which it writes and never reads back.
 type loop struct {
 	r       *Registrar
 	drv     *driverClient
@@ -113,55 +113,79 @@ type loop struct {
 	// for the life of the process.
 	kubeletRetry KubeletRetry
 
-	// The driver. name is "" until it answered: the loop waits for it.
-	name     string           // the driver name registered
-	path     string           // its registration socket, <dir>/<name>-reg.sock
-	driverUp bool             // the driver answered at the last look (logged once per outage)
-	driverID csiplugin.FileID // the driver socket the driver answered on
-	lastErr  error            // why the driver did not answer, while waiting for it
-	asking   bool             // a call to the driver is under way
-	askAgain bool             // ask the name again when it returns
+	driver driverState
+	sock   socketState
+	alarms alarms
+	// roll is the rolling-update mode's state (rolling.go); nil without the
+	// mode, and until the driver first answered.
+	roll *rolling
+}
+
+// driverState is what the loop knows of the driver. name is "" until it
+// answered: the loop waits for it.
+type driverState struct {
+	name      string           // the driver name registered
+	up        bool             // the driver answered at the last look (logged once per outage)
+	id        csiplugin.FileID // the driver socket the driver answered on
+	lastErr   error            // why the driver did not answer, while waiting for it
+	waitStart time.Time        // when the wait for the driver began (for logs and the timeout's error)
+	asking    bool             // a call to the driver is under way
+	askAgain  bool             // ask the name again when it returns
 	// reconnectNow: the driver socket is a new one; the next call first
 	// resets the client's reconnect backoff (in the calling goroutine: gRPC's
 	// ResetConnectBackoff must not run beside a call that connects).
 	reconnectNow bool
+	// The backoffs between looks at a driver that does not answer, one per
+	// stage: waitBackoff while it is awaited (a socket that is not served
+	// yet: look again soon), recheckBackoff once it answered and then
+	// failed (a restart in progress: do not hammer it).
+	waitBackoff, recheckBackoff *backoff
+}
 
-	// roll is the rolling-update mode's state (rolling.go); nil without the
-	// mode, and until the driver first answered.
-	roll *rolling
-
-	// The registration socket. cur is nil while the path cannot be served.
-	cur      *servingSocket
+// socketState is the registration socket and the kubelet's progress on it.
+type socketState struct {
+	path     string                          // <dir>/<name>-reg.sock (the mode: the latest announcement's)
+	cur      *servingSocket                  // nil while the path cannot be served
 	getInfos int                             // GetInfo calls on cur already handled
 	handled  *registerapi.RegistrationStatus // last Notify on cur acted on
 	awaiting awaiting                        // the kubelet's next step
+	backoff  *backoff                        // between socket re-creations
+	reason   string                          // of the re-creation alarms.retryAt triggers
+}
 
-	// Alarms and their backoffs.
-	retry       *backoff  // between socket re-creations
-	retryAt     alarm     // re-create the socket
-	reason      string    // of the re-creation retryAt triggers
-	kubelet     alarm     // the kubelet's next step is overdue
-	driverRetry *backoff  // between looks at a driver that does not answer
-	recheck     alarm     // look at the driver (ask its name) again
-	tick        alarm     // reconcile
-	progress    alarm     // log that the driver is still awaited
-	deadline    alarm     // Options.ConnectionTimeout while the driver is awaited
-	waitStart   time.Time // when the wait for the driver began (for logs and the timeout's error)
+// alarms are the loop's timers.
+type alarms struct {
+	retryAt  alarm // re-create the socket
+	kubelet  alarm // the kubelet's next step is overdue
+	recheck  alarm // look at the driver (ask its name) again
+	tick     alarm // reconcile
+	progress alarm // log that the driver is still awaited
+	deadline alarm // Options.ConnectionTimeout while the driver is awaited
 }
 
 func (r *Registrar) newLoop(drv *driverClient, watcher *fsnotify.Watcher) *loop {
 	clk := r.clock
 	return &loop{
 		r: r, drv: drv, watcher: watcher, log: r.log,
-		answers:     make(chan driverAnswer, 1),
-		retryAt:     newAlarm(clk),
-		kubelet:     newAlarm(clk),
-		recheck:     newAlarm(clk),
-		tick:        newAlarm(clk),
-		progress:    newAlarm(clk),
-		deadline:    newAlarm(clk),
-		driverRetry: newBackoff(10*time.Millisecond, time.Second),
+		answers: make(chan driverAnswer, 1),
+		driver: driverState{
+			waitBackoff:    newBackoff(10*time.Millisecond, time.Second),
+			recheckBackoff: newBackoff(100*time.Millisecond, 10*time.Second),
+		},
+		sock: socketState{backoff: newBackoff(time.Second, r.opts.RegistrationRetryMax)},
+		alarms: alarms{
+			retryAt: newAlarm(clk), kubelet: newAlarm(clk), recheck: newAlarm(clk),
+			tick: newAlarm(clk), progress: newAlarm(clk), deadline: newAlarm(clk),
+		},
 	}
+}
+
+// driverBackoff is the backoff of the stage the loop is in.
+func (l *loop) driverBackoff() *backoff {
+	if l.waiting() {
+		return l.driver.waitBackoff
+	}
+	return l.driver.recheckBackoff
 }
 
 // run is the control loop, from start to stop: it returns nil when ctx
@@ -170,19 +194,19 @@ func (l *loop) run(ctx context.Context) error {
 	defer l.shutdown()
 	ctx, cancel := context.WithCancel(ctx) // ends a call to the driver under way at shutdown
 	defer cancel()
-	l.waitStart = l.r.clock.Now()
+	l.driver.waitStart = l.r.clock.Now()
 	l.publish(StageWaitingForDriver, "connecting to "+l.r.driverPath)
 	if l.r.opts.ConnectionTimeout > 0 {
-		l.deadline.set(l.r.opts.ConnectionTimeout)
+		l.alarms.deadline.set(l.r.opts.ConnectionTimeout)
 	}
-	l.progress.set(driverProgressEvery)
+	l.alarms.progress.set(driverProgressEvery)
 	if err := l.lookAtDriver(ctx); err != nil {
 		return err
 	}
 	for {
 		var signal <-chan struct{}
-		if l.cur != nil {
-			signal = l.cur.server.signal
+		if l.sock.cur != nil {
+			signal = l.sock.cur.server.signal
 		}
 		var err error
 		select {
@@ -194,14 +218,14 @@ func (l *loop) run(ctx context.Context) error {
 			err = l.onDriverAnswer(ctx, a)
 		case <-signal:
 			l.onRegistrationSignal()
-		case <-l.retryAt.c():
-			l.retryAt.stop()
+		case <-l.alarms.retryAt.c():
+			l.alarms.retryAt.stop()
 			l.onRetryDue()
-		case <-l.kubelet.c():
-			l.kubelet.stop()
+		case <-l.alarms.kubelet.c():
+			l.alarms.kubelet.stop()
 			l.onKubeletSilent()
-		case <-l.recheck.c():
-			l.recheck.stop()
+		case <-l.alarms.recheck.c():
+			l.alarms.recheck.stop()
 			err = l.lookAtDriver(ctx)
 		case ev := <-l.peerEvents():
 			l.onPeerEvent(ev)
@@ -211,12 +235,12 @@ func (l *loop) run(ctx context.Context) error {
 		case <-l.discoverC():
 			l.roll.discover.stop()
 			l.decide()
-		case <-l.tick.c():
-			l.tick.set(reconcilePeriod)
+		case <-l.alarms.tick.c():
+			l.alarms.tick.set(reconcilePeriod)
 			l.reconcile(ctx, "tick", false)
-		case <-l.progress.c():
+		case <-l.alarms.progress.c():
 			l.onStillWaiting()
-		case <-l.deadline.c():
+		case <-l.alarms.deadline.c():
 			err = l.onConnectionTimeout()
 		case werr, ok := <-l.watcher.Errors:
 			if !ok {
@@ -230,7 +254,7 @@ func (l *loop) run(ctx context.Context) error {
 			switch name := filepath.Clean(ev.Name); {
 			case name == l.r.driverPath:
 				err = l.onDriverSocketEvent(ctx, ev)
-			case name == l.path:
+			case name == l.sock.path:
 				l.onRegistrationSocketEvent(ev)
 			case l.roll != nil && filepath.Dir(name) == l.roll.dir:
 				l.onRollDirEvent(filepath.Base(name), ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove))
@@ -259,13 +283,13 @@ func (l *loop) publish(stage Stage, detail string) {
 // else Probe. The answer comes back as a driverAnswer event. One call runs
 // at a time; a name asked for meanwhile is asked when it returns.
 func (l *loop) ask(ctx context.Context, named bool) {
-	if l.asking {
-		l.askAgain = l.askAgain || named
+	if l.driver.asking {
+		l.driver.askAgain = l.driver.askAgain || named
 		return
 	}
-	l.asking = true
-	reconnect := l.reconnectNow
-	l.reconnectNow = false
+	l.driver.asking = true
+	reconnect := l.driver.reconnectNow
+	l.driver.reconnectNow = false
 	go func() {
 		if reconnect {
 			l.drv.ResetBackoff()
@@ -284,24 +308,24 @@ func (l *loop) ask(ctx context.Context, named bool) {
 // ours), and waits for a call to the driver under way (ctx has ended it).
 func (l *loop) shutdown() {
 	l.stopSessionAlarms()
-	l.progress.stop()
-	l.deadline.stop()
+	l.alarms.progress.stop()
+	l.alarms.deadline.stop()
 	if l.roll != nil {
 		l.rollExit()
-	} else if l.cur != nil {
+	} else if l.sock.cur != nil {
 		l.closeSocket("exit")
 	}
-	if l.asking {
+	if l.driver.asking {
 		<-l.answers
-		l.asking = false
+		l.driver.asking = false
 	}
 }
 
 func (l *loop) stopSessionAlarms() {
-	l.retryAt.stop()
-	l.kubelet.stop()
-	l.recheck.stop()
-	l.tick.stop()
+	l.alarms.retryAt.stop()
+	l.alarms.kubelet.stop()
+	l.alarms.recheck.stop()
+	l.alarms.tick.stop()
 }
 
 // The rolling-update mode's channels; nil (never ready) without the mode.

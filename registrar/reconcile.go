@@ -26,8 +26,8 @@ import (
 // reconcilePeriod).
 func (l *loop) reconcile(ctx context.Context, why string, deep bool) {
 	l.log.Debug("reconciling", "why", why, "deep", deep)
-	if l.cur != nil {
-		if !l.cur.sock.Owned() {
+	if l.sock.cur != nil {
+		if !l.sock.cur.sock.Owned() {
 			l.log.Warn("reconcile: the registration socket is not ours any more; an event was missed", "why", why)
 			l.socketLost()
 		} else if err := l.served(ctx, deep); err != nil {
@@ -35,13 +35,11 @@ func (l *loop) reconcile(ctx context.Context, why string, deep bool) {
 			l.create(reasonUnresponsive)
 		}
 	}
-	if l.recheck.armed() || l.asking {
+	if l.alarms.recheck.armed() || l.driver.asking {
 		return // a look at the driver is under way
 	}
-	if id, err := csiplugin.FileIDOf(l.r.driverPath); err == nil && id != l.driverID {
-		l.log.Info("reconcile: the driver socket is a new one; the driver restarted", "why", why, "outcome", "rechecking")
-		l.reconnectNow = true
-		l.ask(ctx, true)
+	if id, err := csiplugin.FileIDOf(l.r.driverPath); err == nil && id != l.driver.id {
+		l.driverRestarted("reconcile (" + why + ")")
 		return
 	}
 	l.ask(ctx, false) // Probe: a failure is an outage, an answer after one a recheck
@@ -51,14 +49,14 @@ func (l *loop) reconcile(ctx context.Context, why string, deep bool) {
 // its Serve loop runs and, when deep, a GetInfo through the socket answers.
 func (l *loop) served(ctx context.Context, deep bool) error {
 	select {
-	case <-l.cur.serving.Done():
+	case <-l.sock.cur.serving.Done():
 		return errors.New("the gRPC server on the registration socket stopped")
 	default:
 	}
 	if !deep {
 		return nil
 	}
-	return selfCheck(ctx, l.path, l.name, l.r.opts.Timeout)
+	return selfCheck(ctx, l.sock.path, l.driver.name, l.r.opts.Timeout)
 }
 
 // selfCheck calls GetInfo on our own socket and checks the name.

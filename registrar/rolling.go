@@ -130,7 +130,7 @@ func (l *loop) rollBegin() {
 	ctx, stop := context.WithCancel(context.Background())
 	l.roll = &rolling{
 		dir:      dir,
-		self:     newHandoverServer(instanceState{Driver: l.name, Instance: inst, Birth: birth}),
+		self:     newHandoverServer(instanceState{Driver: l.driver.name, Instance: inst, Birth: birth}),
 		peers:    map[string]*peer{},
 		events:   make(chan peerEvent),
 		stop:     stop,
@@ -164,7 +164,7 @@ func (l *loop) rollBegin() {
 // readBirth returns when this pod first ran, from its birth file, creating
 // the file on the pod's first run.
 func (l *loop) readBirth(dir, inst string) int64 {
-	path := filepath.Join(dir, csiplugin.BirthFileName(l.name, inst))
+	path := filepath.Join(dir, csiplugin.BirthFileName(l.driver.name, inst))
 	if b, err := os.ReadFile(path); err == nil {
 		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
 			return v
@@ -193,7 +193,7 @@ func (l *loop) scan() map[string]foundSocket {
 	latest := map[string]string{} // instance → name
 	out := map[string]foundSocket{}
 	for _, e := range entries {
-		inst, v, ok := csiplugin.ParseRollingUpdateSocketName(l.name, e.Name())
+		inst, v, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, e.Name())
 		if !ok || e.Type() != fs.ModeSocket {
 			continue
 		}
@@ -292,7 +292,7 @@ func (l *loop) allKnown() bool {
 // onRollDirEvent: a file event in the registration directory that is not
 // about our current socket.
 func (l *loop) onRollDirEvent(name string, created, removed bool) {
-	if inst, v, ok := csiplugin.ParseRollingUpdateSocketName(l.name, name); ok {
+	if inst, v, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, name); ok {
 		self, _ := l.roll.self.get()
 		switch {
 		case inst == self.Instance:
@@ -306,7 +306,7 @@ func (l *loop) onRollDirEvent(name string, created, removed bool) {
 		}
 		return
 	}
-	if name == l.name+csiplugin.RegistrationSocketSuffix && removed {
+	if name == l.driver.name+csiplugin.RegistrationSocketSuffix && removed {
 		// A registrar without the mode (ours or node-driver-registrar) left:
 		// the kubelet unregisters the driver.
 		l.roll.settle.set(kubeletSettle)
@@ -353,7 +353,7 @@ func (l *loop) decide() {
 		if l.stage != StageStandingBy {
 			l.decision(decisionStandBy, "a newer instance holds or takes the registration", "newer", inst,
 				"newerBirth", p.st.Birth, "newerConfirmed", p.st.Confirmed)
-			l.retryAt.stop()
+			l.alarms.retryAt.stop()
 			l.await(awaitNothing, 0)
 			l.publish(StageStandingBy, "instance "+inst+" is newer and holds or takes the registration")
 		}
@@ -362,14 +362,14 @@ func (l *loop) decide() {
 	if self.Failed && l.othersEligible() {
 		return // the kubelet failed ours while another holds it: no cycle of registrations
 	}
-	if l.roll.settle.armed() || l.retryAt.armed() && l.cur == nil {
+	if l.roll.settle.armed() || l.alarms.retryAt.armed() && l.sock.cur == nil {
 		return // announce when the alarm fires
 	}
 	switch {
 	case l.roll.takeBack:
 		l.decision(decisionTakeBack, "announcing again: the last announcement on the node must be this instance's", "why", l.roll.why)
 		l.create(reasonTakeBack)
-	case l.cur == nil:
+	case l.sock.cur == nil:
 		l.create(reasonStart)
 	case l.stage == StageStandingBy:
 		l.publish(StageWaitingForKubelet, "the newer instance left; waiting for the kubelet")
@@ -387,25 +387,25 @@ func (l *loop) nextAnnouncement() {
 		v = max(v, s.version+1)
 	}
 	v = max(v, self.Version+1)
-	l.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.name, self.Instance, v))
+	l.sock.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.driver.name, self.Instance, v))
 	l.roll.self.update(func(st *instanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
 	l.roll.takeBack = false
-	if l.cur == nil {
+	if l.sock.cur == nil {
 		return
 	}
-	if l.getInfos == 0 {
+	if l.sock.getInfos == 0 {
 		l.closeSocket("superseded") // the kubelet never looked at it: not registered
 		return
 	}
-	l.roll.previous = append(l.roll.previous, l.cur)
-	l.cur = nil
+	l.roll.previous = append(l.roll.previous, l.sock.cur)
+	l.sock.cur = nil
 }
 
 // rollNotify acts on the kubelet's verdict on the current announcement.
 func (l *loop) rollNotify(registered bool, kubeletErr string) {
 	if registered {
-		l.retry.reset()
-		l.retryAt.stop()
+		l.sock.backoff.reset()
+		l.alarms.retryAt.stop()
 		l.await(awaitNothing, 0)
 		now := l.r.clock.Now().UnixMilli()
 		self := l.roll.self.update(func(st *instanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
@@ -471,9 +471,9 @@ func (l *loop) rollExit() {
 	}
 	switch {
 	case succ != nil:
-		if l.cur != nil {
-			l.roll.previous = append(l.roll.previous, l.cur)
-			l.cur = nil
+		if l.sock.cur != nil {
+			l.roll.previous = append(l.roll.previous, l.sock.cur)
+			l.sock.cur = nil
 		}
 		l.retirePrevious("instance " + inst + " was confirmed by the kubelet after this one (checked live)")
 		l.decision(decisionRetire, "left without unregistering", "successor", inst, "successorVersion",
@@ -483,7 +483,7 @@ func (l *loop) rollExit() {
 			ss.stop()
 		}
 		l.roll.previous = nil
-		if l.cur != nil {
+		if l.sock.cur != nil {
 			l.closeSocket("exit")
 		}
 		l.decision(decisionUnregister, "left by unlinking: no instance was confirmed after this one", "otherInstances", len(l.roll.peers))
@@ -491,7 +491,7 @@ func (l *loop) rollExit() {
 			l.removeLeftovers()
 		}
 	}
-	os.Remove(filepath.Join(l.roll.dir, csiplugin.BirthFileName(l.name, self.Instance)))
+	os.Remove(filepath.Join(l.roll.dir, csiplugin.BirthFileName(l.driver.name, self.Instance)))
 	l.roll.stop()
 	l.roll.settle.stop()
 	l.roll.discover.stop()
@@ -556,7 +556,7 @@ func (l *loop) removeLeftovers() {
 	}
 	live := map[string]bool{}
 	for _, e := range entries {
-		inst, _, ok := csiplugin.ParseRollingUpdateSocketName(l.name, e.Name())
+		inst, _, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, e.Name())
 		if !ok {
 			continue
 		}
@@ -570,7 +570,7 @@ func (l *loop) removeLeftovers() {
 	}
 	self, _ := l.roll.self.get()
 	for _, e := range entries {
-		inst, ok := csiplugin.ParseBirthFileName(l.name, e.Name())
+		inst, ok := csiplugin.ParseBirthFileName(l.driver.name, e.Name())
 		if ok && inst != self.Instance && !live[inst] {
 			if os.Remove(filepath.Join(l.roll.dir, e.Name())) == nil {
 				l.log.Info("removed a dead instance's birth file", "removed", e.Name())

@@ -20,25 +20,25 @@ import (
 
 // scheduleRetry re-creates the socket after the next backoff delay.
 func (l *loop) scheduleRetry(reason string) time.Duration {
-	d := l.retry.next()
-	l.retryAt.set(d)
-	l.reason = reason
+	d := l.sock.backoff.next()
+	l.alarms.retryAt.set(d)
+	l.sock.reason = reason
 	return d
 }
 
 // await arms the kubelet alarm for the kubelet's next step.
 func (l *loop) await(a awaiting, d time.Duration) {
-	l.awaiting = a
-	l.kubelet.stop()
+	l.sock.awaiting = a
+	l.alarms.kubelet.stop()
 	if a != awaitNothing {
-		l.kubelet.set(d)
+		l.alarms.kubelet.set(d)
 	}
 }
 
 // create serves a new registration socket at the path, replacing the
 // current one, or enters the stage of the fault that prevents it.
 func (l *loop) create(reason string) {
-	l.retryAt.stop()
+	l.alarms.retryAt.stop()
 	l.await(awaitNothing, 0)
 	version := plainVersion
 	var ho *handoverServer
@@ -46,11 +46,11 @@ func (l *loop) create(reason string) {
 		l.nextAnnouncement()
 		self, _ := l.roll.self.get()
 		version, ho = csiplugin.RollingUpdateVersion(self.Version), l.roll.self
-		l.r.status.update(func(st *Status) { st.SocketPath = l.path })
-	} else if l.cur != nil {
+		l.r.status.update(func(st *Status) { st.SocketPath = l.sock.path })
+	} else if l.sock.cur != nil {
 		l.closeSocket(reason)
 	}
-	sock, err := sockfile.Listen(l.path)
+	sock, err := sockfile.Listen(l.sock.path)
 	if err != nil {
 		kind, stage := listenFault(err)
 		d := l.scheduleRetry(string(kind))
@@ -62,17 +62,17 @@ func (l *loop) create(reason string) {
 		onGetInfo: func() { l.r.metrics.addGetInfo(); l.log.Debug("GetInfo from the kubelet") },
 		onNotify:  func(st *registerapi.RegistrationStatus) { l.r.metrics.addNotification(st.PluginRegistered) },
 	}
-	l.cur = serveRegistration(sock, newRegistrationServer(l.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout)
+	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout)
 	// The directory may be a new one (it went missing): watch it again. For
 	// the same directory this only refreshes the watch.
-	if err := l.watcher.Add(filepath.Dir(l.path)); err != nil {
+	if err := l.watcher.Add(filepath.Dir(l.sock.path)); err != nil {
 		l.log.Warn("cannot watch the registration directory; only the reconcile tick will notice changes", "err", err)
 	}
-	l.getInfos, l.handled = 0, nil
+	l.sock.getInfos, l.sock.handled = 0, nil
 	l.r.metrics.addSocketCreation(reason)
 	l.await(awaitGetInfo, l.r.opts.KubeletWait)
 	if l.roll != nil {
-		l.decision(decisionAnnounce, "registration socket created", "reason", reason, "outcome", "serving", "path", l.path, "version", version)
+		l.decision(decisionAnnounce, "registration socket created", "reason", reason, "outcome", "serving", "path", l.sock.path, "version", version)
 	} else {
 		l.log.Info("registration socket created", "reason", reason, "outcome", "serving")
 	}
@@ -82,9 +82,9 @@ func (l *loop) create(reason string) {
 // closeSocket stops serving the current socket and removes its file if it
 // still is ours, and says which it was.
 func (l *loop) closeSocket(reason string) {
-	removed := l.cur.stop()
-	l.cur = nil
-	_, err := os.Lstat(l.path)
+	removed := l.sock.cur.stop()
+	l.sock.cur = nil
+	_, err := os.Lstat(l.sock.path)
 	switch {
 	case removed:
 		l.log.Info("registration socket removed", "reason", reason, "outcome", "removed")
@@ -98,13 +98,13 @@ func (l *loop) closeSocket(reason string) {
 // onRegistrationSignal turns what the registration server recorded into
 // events: a GetInfo, then a Notify.
 func (l *loop) onRegistrationSignal() {
-	n, last := l.cur.server.snapshot()
-	if n > l.getInfos {
-		l.getInfos = n
+	n, last := l.sock.cur.server.snapshot()
+	if n > l.sock.getInfos {
+		l.sock.getInfos = n
 		l.onGetInfo()
 	}
-	if last != nil && last != l.handled {
-		l.handled = last
+	if last != nil && last != l.sock.handled {
+		l.sock.handled = last
 		l.onNotify(last)
 	}
 }
@@ -113,8 +113,8 @@ func (l *loop) onRegistrationSignal() {
 // GetInfo on a rejected socket before our own re-creation is a kubelet that
 // retries by itself.
 func (l *loop) onGetInfo() {
-	if l.roll == nil && l.stage == StageRejected && l.retryAt.armed() && l.reason == reasonRejected {
-		l.retryAt.stop()
+	if l.roll == nil && l.stage == StageRejected && l.alarms.retryAt.armed() && l.sock.reason == reasonRejected {
+		l.alarms.retryAt.stop()
 		l.inferKubeletRetry(KubeletRetryItself)
 	}
 	l.await(awaitNotify, l.r.opts.KubeletWait)
@@ -130,8 +130,8 @@ func (l *loop) onNotify(st *registerapi.RegistrationStatus) {
 		return
 	}
 	if st.PluginRegistered {
-		l.retry.reset()
-		l.retryAt.stop()
+		l.sock.backoff.reset()
+		l.alarms.retryAt.stop()
 		l.await(awaitNothing, 0)
 		l.log.Info("kubelet confirmed the registration", "outcome", "registered")
 		l.publish(StageRegistered, "")
@@ -139,7 +139,7 @@ func (l *loop) onNotify(st *registerapi.RegistrationStatus) {
 	}
 	const check = "the kubelet log (RegisterPlugin error), the driver's NodeGetInfo answer, and Node labels that collide with its topology"
 	if l.kubeletRetry == KubeletRetryItself {
-		l.retryAt.stop()
+		l.alarms.retryAt.stop()
 		l.await(awaitRetry, kubeletRetrySilence)
 		l.log.Error("kubelet rejected the registration", "outcome", "rejected", "kubeletError", st.Error,
 			"kubeletRetry", KubeletRetryItself.String(), "recreateIfSilentFor", kubeletRetrySilence, "check", check)
@@ -150,7 +150,7 @@ func (l *loop) onNotify(st *registerapi.RegistrationStatus) {
 	d := l.scheduleRetry(reasonRejected)
 	if l.kubeletRetry == KubeletRetryUnknown && d < kubeletRetryProbe {
 		d = kubeletRetryProbe // give a kubelet that retries by itself the time to show it
-		l.retryAt.set(d)
+		l.alarms.retryAt.set(d)
 	}
 	l.log.Error("kubelet rejected the registration", "outcome", "rejected", "kubeletError", st.Error, "retryIn", d, "check", check)
 	l.publish(StageRejected, st.Error)
@@ -180,21 +180,21 @@ func (l *loop) inferKubeletRetry(k KubeletRetry) {
 func (l *loop) onRetryDue() {
 	if l.roll != nil {
 		// A new socket, in the mode, is a new announcement.
-		l.wantTakeBack("retry after " + l.reason)
+		l.wantTakeBack("retry after " + l.sock.reason)
 		l.decide()
 		return
 	}
-	if l.reason == reasonRejected {
+	if l.sock.reason == reasonRejected {
 		l.inferKubeletRetry(KubeletRetryNever)
 	}
-	l.create(l.reason)
+	l.create(l.sock.reason)
 }
 
 // onKubeletSilent: the kubelet's next step did not come; a new socket (a
 // Create event for the kubelet's plugin watcher) makes it start over.
 func (l *loop) onKubeletSilent() {
 	wait := l.r.opts.KubeletWait
-	switch l.awaiting {
+	switch l.sock.awaiting {
 	case awaitGetInfo:
 		d := l.scheduleRetry(reasonKubeletSilent)
 		l.log.Warn("no GetInfo from the kubelet; the socket will be re-created", "waited", wait, "retryIn", d, "outcome", "recreating",
@@ -210,9 +210,9 @@ func (l *loop) onKubeletSilent() {
 		d := l.scheduleRetry(reasonKubeletSilent)
 		l.log.Warn("the kubelet that retries by itself has been silent since the rejection; the socket will be re-created",
 			"waited", kubeletRetrySilence, "retryIn", d, "outcome", "recreating")
-		l.publish(StageRejected, fmt.Sprintf("%s (the kubelet stopped retrying for %s; new socket in %s)", l.handled.GetError(), short(kubeletRetrySilence), short(d)))
+		l.publish(StageRejected, fmt.Sprintf("%s (the kubelet stopped retrying for %s; new socket in %s)", l.sock.handled.GetError(), short(kubeletRetrySilence), short(d)))
 	}
-	l.awaiting = awaitNothing
+	l.sock.awaiting = awaitNothing
 }
 
 // onRegistrationSocketEvent: something happened at our path.
@@ -220,13 +220,13 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Create) {
 		return
 	}
-	if l.cur == nil {
-		if ev.Has(fsnotify.Remove) && l.retryAt.armed() {
-			l.create(l.reason) // the path was freed: try now
+	if l.sock.cur == nil {
+		if ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
+			l.create(l.sock.reason) // the path was freed: try now
 		}
 		return
 	}
-	if l.cur.sock.Owned() {
+	if l.sock.cur.sock.Owned() {
 		return // about a socket of ours that is gone already
 	}
 	l.socketLost()
@@ -235,13 +235,13 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 // socketLost: the path is no longer our socket. Deleted: serve a new one at
 // once. Replaced: leave the other file alone and retry with backoff.
 func (l *loop) socketLost() {
-	if _, err := os.Lstat(l.path); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(l.sock.path); errors.Is(err, fs.ErrNotExist) {
 		if l.roll != nil {
 			// The kubelet unregisters the driver: announce once it has.
 			l.log.Warn("registration socket was deleted; announcing again once the kubelet has unregistered it", "outcome", "recreating")
 			l.closeSocket(reasonDeleted)
 			l.roll.settle.set(kubeletSettle)
-			l.wantTakeBack("our socket " + filepath.Base(l.path) + " was deleted")
+			l.wantTakeBack("our socket " + filepath.Base(l.sock.path) + " was deleted")
 			l.decide()
 			return
 		}
@@ -249,11 +249,11 @@ func (l *loop) socketLost() {
 		l.create(reasonDeleted)
 		return
 	}
-	occupied := sockfile.Occupied(l.path)
+	occupied := sockfile.Occupied(l.sock.path)
 	kind, stage := listenFault(occupied)
 	l.closeSocket("replaced")
 	l.await(awaitNothing, 0)
 	d := l.scheduleRetry(string(kind))
 	l.log.Error("registration socket replaced by another file; not touching it", "outcome", string(kind), "err", occupied, "retryIn", d)
-	l.publish(stage, fmt.Sprintf("%s was replaced by another process's file", l.path))
+	l.publish(stage, fmt.Sprintf("%s was replaced by another process's file", l.sock.path))
 }
