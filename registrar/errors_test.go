@@ -12,6 +12,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 )
 
 // percentPath is a path a format would garble: verbs, an indexed verb and
@@ -85,5 +86,26 @@ func TestRunErrorKeepsPercentPath(t *testing.T) {
 	}
 	if errors.Is(err, syscall.ENOENT) {
 		t.Errorf("Run = %v, want no system error as the cause", err)
+	}
+}
+
+// TestInstanceStateError: FetchInstanceState on a socket nobody listens on
+// (a dead instance) fails with an *InstanceStateError naming the socket,
+// whose cause is the refused connection.
+func TestInstanceStateError(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ise")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, csiplugin.RollingUpdateSocketName("x.example.com", csiplugin.InstanceID("pod"), 3))
+	registrartest.StaleSocket(t, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = registrar.FetchInstanceState(ctx, path)
+	var ise *registrar.InstanceStateError
+	if !errors.As(err, &ise) || ise.Path != path || !strings.HasPrefix(err.Error(), "no instance state from "+path+": ") ||
+		!strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("got %T %v", err, err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 //
 // The service is csiregistrar.handover.v1.Handover with one server-streaming
 // method, Watch(google.protobuf.Empty) returning a stream of
-// google.protobuf.BytesValue, each the JSON of an instanceState. Fields may
+// google.protobuf.BytesValue, each the JSON of an InstanceState. Fields may
 // be added; none is ever removed or changes meaning (instances of different
 // releases meet in a rollout).
 const (
@@ -29,8 +29,9 @@ const (
 	handoverWatch   = "/" + handoverService + "/Watch"
 )
 
-// instanceState is what an instance tells the others.
-type instanceState struct {
+// InstanceState is what an instance tells the others (and csi-registrar
+// doctor, through FetchInstanceState).
+type InstanceState struct {
 	Driver   string `json:"driver"`
 	Instance string `json:"instance"`
 	// Birth is when the instance's pod first ran (Unix ms): the newest
@@ -51,27 +52,54 @@ type instanceState struct {
 	Terminating bool `json:"terminating"`
 }
 
-// newerThan reports whether s should hold the registration rather than o.
-func (s instanceState) newerThan(o instanceState) bool {
+// NewerThan reports whether s should hold the registration rather than o.
+func (s InstanceState) NewerThan(o InstanceState) bool {
 	if s.Birth != o.Birth {
 		return s.Birth > o.Birth
 	}
 	return s.Instance > o.Instance
 }
 
+// FetchInstanceState asks the rolling-update instance serving the
+// announcement socket at path for its state, once, within ctx: a node tool
+// (csi-registrar doctor) reading who holds a driver's registration. Its
+// error is an *InstanceStateError.
+func FetchInstanceState(ctx context.Context, path string) (InstanceState, error) {
+	st, err := fetchState(ctx, path)
+	if err != nil {
+		return InstanceState{}, &InstanceStateError{Path: path, Err: err}
+	}
+	return st, nil
+}
+
+// InstanceStateError is why FetchInstanceState read no state: the socket
+// refused the connection (a dead instance), does not serve the handover
+// service (not an instance of the rolling-update mode), or did not answer
+// within the deadline.
+type InstanceStateError struct {
+	Path string // the socket asked
+	Err  error  // the cause: the dial's error, or the gRPC status of the Watch call
+}
+
+func (e *InstanceStateError) Error() string {
+	return "no instance state from " + e.Path + ": " + errText(e.Err)
+}
+
+func (e *InstanceStateError) Unwrap() error { return e.Err }
+
 // handoverServer serves this instance's state to the others.
 type handoverServer struct {
 	mu      sync.Mutex
-	st      instanceState
+	st      InstanceState
 	changed chan struct{} // closed and replaced at each change
 }
 
-func newHandoverServer(st instanceState) *handoverServer {
+func newHandoverServer(st InstanceState) *handoverServer {
 	return &handoverServer{st: st, changed: make(chan struct{})}
 }
 
 // update changes the state and wakes every watcher.
-func (h *handoverServer) update(f func(*instanceState)) instanceState {
+func (h *handoverServer) update(f func(*InstanceState)) InstanceState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f(&h.st)
@@ -80,7 +108,7 @@ func (h *handoverServer) update(f func(*instanceState)) instanceState {
 	return h.st
 }
 
-func (h *handoverServer) get() (instanceState, <-chan struct{}) {
+func (h *handoverServer) get() (InstanceState, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.st, h.changed
@@ -142,7 +170,7 @@ func (s *socketHandover) watch(stream grpc.ServerStream) error {
 // state, or the end of the stream (gone).
 type peerEvent struct {
 	path string
-	st   instanceState
+	st   InstanceState
 	gone bool
 	err  error
 }
@@ -162,7 +190,7 @@ func watchPeer(ctx context.Context, path string, events chan<- peerEvent) {
 	var err error
 	for {
 		var got bool
-		got, err = streamStates(ctx, path, func(st instanceState) { send(peerEvent{path: path, st: st}) })
+		got, err = streamStates(ctx, path, func(st InstanceState) { send(peerEvent{path: path, st: st}) })
 		if got || ctx.Err() != nil || time.Now().After(deadline) {
 			break
 		}
@@ -182,7 +210,7 @@ const (
 
 // streamStates passes each state the instance at path sends to f, until
 // the stream ends; got reports whether any state arrived.
-func streamStates(ctx context.Context, path string, f func(instanceState)) (got bool, err error) {
+func streamStates(ctx context.Context, path string, f func(InstanceState)) (got bool, err error) {
 	conn, err := csiplugin.Dial(path, grpc.WithUserAgent(csiplugin.NotKubeletUserAgent+" (rolling update)"))
 	if err != nil {
 		return false, err
@@ -215,12 +243,12 @@ func openWatch(ctx context.Context, conn *grpc.ClientConn) (grpc.ClientStream, e
 }
 
 // recvState receives the next state of a Watch call.
-func recvState(stream grpc.ClientStream) (instanceState, error) {
+func recvState(stream grpc.ClientStream) (InstanceState, error) {
 	var msg wrapperspb.BytesValue
 	if err := stream.RecvMsg(&msg); err != nil {
-		return instanceState{}, err
+		return InstanceState{}, err
 	}
-	var st instanceState
+	var st InstanceState
 	err := json.Unmarshal(msg.GetValue(), &st)
 	return st, err
 }

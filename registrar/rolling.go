@@ -105,7 +105,7 @@ type rolling struct {
 type peer struct {
 	path    string
 	version uint64
-	st      instanceState
+	st      InstanceState
 	known   bool // a state arrived
 	cancel  context.CancelFunc
 }
@@ -130,7 +130,7 @@ func (l *loop) rollBegin() {
 	ctx, stop := context.WithCancel(context.Background())
 	l.roll = &rolling{
 		dir:      dir,
-		self:     newHandoverServer(instanceState{Driver: l.driver.name, Instance: inst, Birth: birth}),
+		self:     newHandoverServer(InstanceState{Driver: l.driver.name, Instance: inst, Birth: birth}),
 		peers:    map[string]*peer{},
 		events:   make(chan peerEvent),
 		stop:     stop,
@@ -267,11 +267,11 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 		l.log.Info("the kubelet failed another instance's registration", "other", inst, "version", ev.st.Version)
 		l.roll.settle.set(kubeletSettle) // the CSI handler unregistered the driver: let that pass first
 		l.wantTakeBack("instance " + inst + " failed")
-	case ev.st.Terminating && !old.Terminating && ev.st.newerThan(self):
+	case ev.st.Terminating && !old.Terminating && ev.st.NewerThan(self):
 		// It will leave; be confirmed after it, so that it can leave
 		// without unregistering the driver.
 		l.wantTakeBack("newer instance " + inst + " is terminating")
-	case ev.st.ConfirmedAt > self.ConfirmedAt && ev.st.ConfirmedAt != old.ConfirmedAt && !ev.st.newerThan(self):
+	case ev.st.ConfirmedAt > self.ConfirmedAt && ev.st.ConfirmedAt != old.ConfirmedAt && !ev.st.NewerThan(self):
 		l.wantTakeBack("the kubelet confirmed older instance " + inst + " after this one")
 	}
 	if l.roll.discover.armed() && l.allKnown() {
@@ -320,11 +320,11 @@ func (l *loop) wantTakeBack(why string) {
 }
 
 // newerPeer returns the newest eligible instance newer than self, if any.
-func (l *loop) newerPeer(self instanceState) (string, *peer) {
+func (l *loop) newerPeer(self InstanceState) (string, *peer) {
 	var inst string
 	var best *peer
 	for i, p := range l.roll.peers {
-		if p.eligible() && p.st.newerThan(self) && (best == nil || p.st.newerThan(best.st)) {
+		if p.eligible() && p.st.NewerThan(self) && (best == nil || p.st.NewerThan(best.st)) {
 			inst, best = i, p
 		}
 	}
@@ -388,7 +388,7 @@ func (l *loop) nextAnnouncement() {
 	}
 	v = max(v, self.Version+1)
 	l.sock.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.driver.name, self.Instance, v))
-	l.roll.self.update(func(st *instanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
+	l.roll.self.update(func(st *InstanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
 	l.roll.takeBack = false
 	if l.sock.cur == nil {
 		return
@@ -408,7 +408,7 @@ func (l *loop) rollNotify(registered bool, kubeletErr string) {
 		l.alarms.retryAt.stop()
 		l.await(awaitNothing, 0)
 		now := l.r.clock.Now().UnixMilli()
-		self := l.roll.self.update(func(st *instanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
+		self := l.roll.self.update(func(st *InstanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
 		l.decision(decisionConfirmed, "kubelet confirmed the announcement", "version", csiplugin.RollingUpdateVersion(self.Version))
 		l.retirePrevious("a later announcement of this instance is confirmed")
 		if _, p := l.newerPeer(self); p != nil {
@@ -424,7 +424,7 @@ func (l *loop) rollNotify(registered bool, kubeletErr string) {
 	l.closeSocket("rejected")
 	l.await(awaitNothing, 0)
 	if !validation {
-		l.roll.self.update(func(st *instanceState) { st.Failed = true })
+		l.roll.self.update(func(st *InstanceState) { st.Failed = true })
 		if l.othersEligible() {
 			l.publish(StageRejected, kubeletErr+" (another instance remains and takes the registration back; this one does not retry: delete its pod to try again)")
 			return
@@ -450,7 +450,7 @@ func (l *loop) retirePrevious(why string) {
 // confirmed after this one (checked live), else unregister; the last
 // instance on the node also removes what dead instances left.
 func (l *loop) rollExit() {
-	self := l.roll.self.update(func(st *instanceState) { st.Terminating = true })
+	self := l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
 	l.drainPeerEvents()
 	inst, succ := l.confirmedSuccessor(self)
 	if succ == nil && l.othersEligible() {
@@ -517,7 +517,7 @@ func (l *loop) drainPeerEvents() {
 
 // confirmedSuccessor returns an instance the kubelet confirmed after self,
 // checked live now: its socket answers with that state.
-func (l *loop) confirmedSuccessor(self instanceState) (string, *instanceState) {
+func (l *loop) confirmedSuccessor(self InstanceState) (string, *InstanceState) {
 	for inst, p := range l.roll.peers {
 		if !p.eligible() || !p.st.Confirmed || p.st.ConfirmedAt <= self.ConfirmedAt {
 			continue
@@ -586,15 +586,15 @@ func (l *loop) decision(d, msg string, evidence ...any) {
 }
 
 // fetchState reads the state of the instance serving path once.
-func fetchState(ctx context.Context, path string) (instanceState, error) {
+func fetchState(ctx context.Context, path string) (InstanceState, error) {
 	conn, err := csiplugin.Dial(path, grpc.WithUserAgent(csiplugin.NotKubeletUserAgent+" (rolling update)"))
 	if err != nil {
-		return instanceState{}, err
+		return InstanceState{}, err
 	}
 	defer conn.Close()
 	stream, err := openWatch(ctx, conn)
 	if err != nil {
-		return instanceState{}, err
+		return InstanceState{}, err
 	}
 	return recvState(stream)
 }

@@ -156,6 +156,12 @@ func (d *Driver) count(n Node, expected bool) {
 	case StateStale:
 		d.Stale++
 	}
+	if n.Conflict != "" {
+		d.Conflicts++
+	}
+	if n.Overlap != "" {
+		d.Overlapping++
+	}
 }
 
 // driverPlugins indexes the node plugins of one driver.
@@ -163,10 +169,13 @@ type driverPlugins struct {
 	groups  []*pluginGroup
 	pods    map[string]*corev1.Pod // by node: bound there, or a DaemonSet pod meant for it
 	groupOf map[*corev1.Pod]*pluginGroup
+	// onNode are all the pods by node that have not ended (overlapOf).
+	onNode map[string][]*corev1.Pod
 }
 
 func indexPlugins(gs []*pluginGroup) *driverPlugins {
-	dp := &driverPlugins{groups: gs, pods: map[string]*corev1.Pod{}, groupOf: map[*corev1.Pod]*pluginGroup{}}
+	dp := &driverPlugins{groups: gs, pods: map[string]*corev1.Pod{}, groupOf: map[*corev1.Pod]*pluginGroup{},
+		onNode: map[string][]*corev1.Pod{}}
 	for _, g := range gs {
 		for _, p := range g.pods {
 			dp.groupOf[p] = g
@@ -174,8 +183,16 @@ func indexPlugins(gs []*pluginGroup) *driverPlugins {
 			if node == "" {
 				continue
 			}
-			// Prefer a pod that is not being deleted.
-			if found := dp.pods[node]; found == nil || (found.DeletionTimestamp != nil && p.DeletionTimestamp == nil) {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				dp.onNode[node] = append(dp.onNode[node], p)
+			}
+			// Prefer a pod that is not being deleted, then the newest (the
+			// new pod of a rollout).
+			found := dp.pods[node]
+			switch {
+			case found == nil,
+				found.DeletionTimestamp != nil && p.DeletionTimestamp == nil,
+				(found.DeletionTimestamp == nil) == (p.DeletionTimestamp == nil) && found.CreationTimestamp.Before(&p.CreationTimestamp):
 				dp.pods[node] = p
 			}
 		}
@@ -200,6 +217,7 @@ func (dp *driverPlugins) wantedBy(f *nodeFacts) *pluginGroup {
 // tell more when it is not registered.
 func nodeState(driver, nodeName string, f *nodeFacts, dp *driverPlugins, missing map[string]bool) (n Node, expected bool, task *probeTask) {
 	n, task = nodeStateOf(driver, nodeName, f, dp, missing)
+	n.Overlap, n.Conflict = overlapOf(dp.onNode[nodeName], dp.groupOf)
 	return n, n.Pod != "" || (n.State != StateNotExpected && dp.wantedBy(f) != nil), task
 }
 

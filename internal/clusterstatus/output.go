@@ -119,6 +119,12 @@ func tableRows(r *Report, wide bool) ([]string, [][]string) {
 			for _, w := range d.Warnings {
 				plugins = strings.TrimPrefix(plugins+"; ", "; ") + "warning: " + w
 			}
+			if d.Conflicts > 0 {
+				plugins = strings.TrimPrefix(plugins+"; ", "; ") + "conflict on " + strconv.Itoa(d.Conflicts) + " node(s): two node plugins serve the driver (-o wide names the pods)"
+			}
+			if d.Overlapping > 0 {
+				plugins = strings.TrimPrefix(plugins+"; ", "; ") + "rollout or replacement in progress on " + strconv.Itoa(d.Overlapping) + " node(s)"
+			}
 			rows = append(rows, []string{name + "|" + strings.Join(d.NodePlugins, ","), name, strconv.Itoa(d.Expected),
 				strconv.Itoa(d.Registered), strconv.Itoa(d.NotRegistered), strconv.Itoa(d.Stale), dash(d.Registrar), dash(plugins)})
 		}
@@ -142,6 +148,11 @@ func tableRows(r *Report, wide bool) ([]string, [][]string) {
 			reason := n.Reason
 			for _, w := range n.Warnings {
 				reason = strings.TrimPrefix(reason+"; ", "; ") + "warning: " + w
+			}
+			for _, o := range []string{n.Conflict, n.Overlap} {
+				if o != "" {
+					reason = strings.TrimPrefix(reason+"; ", "; ") + o
+				}
 			}
 			rows = append(rows, []string{name + "|" + n.Name, name, n.Name, string(n.State), dash(n.Pod), dash(reason)})
 		}

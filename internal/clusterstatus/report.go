@@ -53,6 +53,12 @@ type Driver struct {
 	Registered    int `json:"registered"`
 	NotRegistered int `json:"notRegistered"`
 	Stale         int `json:"stale"`
+	// Conflicts counts the nodes where node plugin pods of the driver stay
+	// side by side (Node.Conflict).
+	Conflicts int `json:"conflicts,omitempty"`
+	// Overlapping counts the nodes where a rollout or a replacement of the
+	// driver's pods is in progress (Node.Overlap).
+	Overlapping int `json:"overlapping,omitempty"`
 	// Nodes holds every node that is expected, or has something of the
 	// driver, or (with every node listed) is not expected; sorted by name.
 	Nodes []Node `json:"nodes"`
@@ -65,9 +71,11 @@ type Driver struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Healthy reports whether every expected node has the driver registered and
-// nothing is stale.
-func (d *Driver) Healthy() bool { return d.NotRegistered == 0 && d.Stale == 0 && d.Problem == "" }
+// Healthy reports whether every expected node has the driver registered,
+// nothing is stale and no node has two node plugins of the driver that stay.
+func (d *Driver) Healthy() bool {
+	return d.NotRegistered == 0 && d.Stale == 0 && d.Conflicts == 0 && d.Problem == ""
+}
 
 // Node is one node's state for one driver.
 type Node struct {
@@ -82,6 +90,14 @@ type Node struct {
 	// Warnings are problems that do not unregister the driver, e.g.
 	// topology keys the Node lacks as labels.
 	Warnings []string `json:"warnings,omitempty"`
+	// Overlap says that two pods of the driver on the node are a rollout
+	// (or a replacement) in progress, not a conflict: pods of two revisions
+	// of one DaemonSet while its status shows the rollout. Pod is then the
+	// newest pod not terminating.
+	Overlap string `json:"overlap,omitempty"`
+	// Conflict says which pods of the driver stay side by side on the
+	// node: of two DaemonSets (or other controllers), or of one revision.
+	Conflict string `json:"conflict,omitempty"`
 }
 
 // Unknown is a part of the answer that could not be read.

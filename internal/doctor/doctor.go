@@ -181,7 +181,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	d.walk()
 	d.inspectSockets(ctx)
 	d.compareAPI()
-	d.findDuplicates()
+	d.findOverlaps(ctx)
 	sortFindings(d.report.Findings)
 	return d.report, nil
 }

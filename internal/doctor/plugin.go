@@ -45,11 +45,15 @@ func (d *diagnosis) inspectSocket(ctx context.Context, e *Entry) {
 	if !d.dialable(e.Path) {
 		return
 	}
+	markInstance(e)
 	info, outcome, err := getInfo(ctx, d.local(e.Path))
 	e.GetInfo = outcome
 	switch outcome {
 	case GetInfoAnswered:
 	case GetInfoStale:
+		if e.Instance != nil {
+			return // a rolling-update instance's: told with its driver's live sockets (findOverlaps)
+		}
 		d.addf(SeverityError, e.Path, "its plugin is gone: remove the file (rm "+e.Path+"), then restart the plugin or its registrar if the driver is still wanted",
 			"stale socket: nobody listens on it (connection refused); the kubelet's registration of it fails and retries with backoff up to 2 min")
 		return

@@ -44,6 +44,9 @@ type Entry struct {
 	GetInfo string `json:"getInfo,omitempty"`
 	// Driver is what the CSI endpoint answered (CSI plugins only).
 	Driver *Driver `json:"driver,omitempty"`
+	// Instance is set for an announcement socket of csi-registrar's
+	// rolling-update mode.
+	Instance *Instance `json:"instance,omitempty"`
 
 	perm fs.FileMode // permission bits (of the link's target for a link)
 }

@@ -80,6 +80,32 @@ func ParseRollingUpdateSocketName(driverName, name string) (instance string, ver
 	return instance, version, true
 }
 
+// SplitRollingUpdateSocketName reports whether name has the shape of an
+// announcement socket of any driver, and if so its prefix (the driver's
+// name, or its RollingUpdatePrefix), instance and version: what a node tool
+// tells of a socket that does not answer.
+func SplitRollingUpdateSocketName(name string) (prefix, instance string, version uint64, ok bool) {
+	rest, ok := strings.CutSuffix(name, RegistrationSocketSuffix)
+	if !ok {
+		return "", "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '_')
+	if i < 0 {
+		return "", "", 0, false
+	}
+	j := strings.LastIndexByte(rest[:i], '_')
+	if j <= 0 || strings.IndexByte(rest[:j], '_') >= 0 {
+		return "", "", 0, false
+	}
+	instance, ok = rest[j+1:i], true
+	v := rest[i+1:]
+	version, err := strconv.ParseUint(v, 10, 64)
+	if !isInstanceID(instance) || err != nil || strconv.FormatUint(version, 10) != v {
+		return "", "", 0, false
+	}
+	return rest[:j], instance, version, true
+}
+
 // BirthFileName returns the name of an instance's birth file.
 func BirthFileName(driverName, instance string) string {
 	return "." + RollingUpdatePrefix(driverName) + "_" + instance + BirthSuffix
