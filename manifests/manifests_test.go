@@ -252,8 +252,12 @@ func TestConventions(t *testing.T) {
 	renderings := map[string][]object{
 		"manifests/":                                           kustomize(t, "."),
 		"manifests/overlays/in-process":                        kustomize(t, filepath.Join("overlays", "in-process")),
+		"manifests/overlays/rolling-update":                    kustomize(t, filepath.Join("overlays", "rolling-update")),
+		"manifests/overlays/in-process-rolling-update":         kustomize(t, filepath.Join("overlays", "in-process-rolling-update")),
 		"helm template manifests/chart":                        helmTemplate(t, nil),
 		"helm template manifests/chart --set image.tag=v1.2.3": helmTemplate(t, map[string]any{"image": map[string]any{"tag": "v1.2.3"}}),
+		"helm template manifests/chart --set rollingUpdate.enabled=true": helmTemplate(t,
+			map[string]any{"rollingUpdate": map[string]any{"enabled": true}}),
 	}
 	for overlay := range kubeletRoots {
 		renderings["manifests/overlays/"+overlay] = kustomize(t, filepath.Join("overlays", overlay))

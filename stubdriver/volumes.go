@@ -34,7 +34,10 @@ const volumeDirMode fs.FileMode = 0o777
 // volumes keeps ephemeral volumes: one directory per volume ID under the state
 // directory, bind-mounted at each target path the kubelet publishes it to.
 // The mount table and the directories are the only state: a restarted driver
-// finds what it published before.
+// finds what it published before, and a second instance on the node (a
+// DaemonSet rolling with maxSurge, in the rolling-update mode) unpublishes
+// what the first published. busy is per process: the kubelet runs one
+// operation at a time on a volume, whichever instance it calls.
 type volumes struct {
 	dir     string // the state directory
 	podsDir string // the kubelet's pods directory: targets must be below it

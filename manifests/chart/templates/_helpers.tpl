@@ -14,3 +14,52 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ include "csi-registrar.tag" . | quote }}
 app.kubernetes.io/part-of: csi-registrar
 {{- end -}}
+
+{{/* The CSI driver's name. */}}
+{{- define "csi-registrar.driverName" -}}
+{{- required "driverName: the CSI driver's name, e.g. stub.csi.example.com" .Values.driverName -}}
+{{- end -}}
+
+{{/* The driver's CSI socket file in the socket directory: with the
+rolling-update mode, each pod's own, named by its UID (POD_UID, from the
+downward API; the kubelet expands $(POD_UID) in args and env values). */}}
+{{- define "csi-registrar.socketFile" -}}
+{{- if .Values.rollingUpdate.enabled -}}$(POD_UID).sock{{- else -}}csi.sock{{- end -}}
+{{- end -}}
+
+{{/* The driver's socket directory under <kubeletDir>/plugins/: the driver
+name, unless <kubeletDir>/plugins/<name>/<socket file> would exceed the 107
+bytes of a unix socket address (pod UIDs are 36 characters: with the
+rolling-update mode a 63-character name at the default root makes 130 bytes).
+Then the first 16 hex digits of the name's SHA-256 (fewer if only fewer fit):
+`printf %s <name> | sha256sum | cut -c1-16` on a node finds it. */}}
+{{- define "csi-registrar.socketDir" -}}
+{{- $root := include "csi-registrar.kubeletDir" . -}}
+{{- $name := include "csi-registrar.driverName" . -}}
+{{- $file := ternary 41 (len "csi.sock") .Values.rollingUpdate.enabled -}}
+{{- $room := sub 107 (add (len $root) (len "/plugins/") 1 $file) -}}
+{{- if le (len $name) $room -}}
+{{- $name -}}
+{{- else if lt $room 8 -}}
+{{- fail (printf "kubeletDir %s: the driver's socket path %s/plugins/<directory>/%s leaves %d bytes for the directory, fewer than 8: a unix socket path holds at most 107 bytes" $root $root (include "csi-registrar.socketFile" .) $room) -}}
+{{- else -}}
+{{- printf "%s" $name | sha256sum | trunc (min 16 $room | int) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fails when the rolling-update mode's registration sockets would not fit
+a unix socket address where the kubelet dials them:
+<kubeletDir>/plugins_registry/<prefix>_<8 hex digits>_<13 digits>-reg.sock,
+where prefix is the driver name up to 41 characters (the registrar shortens a
+longer one to 41: registrar/csiplugin.RollingUpdatePrefix). The registrar
+sees the directory only as mounted in its container and cannot check this. */}}
+{{- define "csi-registrar.checkRollingUpdate" -}}
+{{- if .Values.rollingUpdate.enabled -}}
+{{- $root := include "csi-registrar.kubeletDir" . -}}
+{{- $name := include "csi-registrar.driverName" . -}}
+{{- $n := add (len $root) (len "/plugins_registry/") (min (len $name) 41) (len "_12345678_1234567890123-reg.sock") -}}
+{{- if gt $n 107 -}}
+{{- fail (printf "rollingUpdate.enabled: the kubelet would dial the mode's registration sockets at %s/plugins_registry/<prefix>_<instance>_<version>-reg.sock, %d bytes; a unix socket path holds at most 107: %d too many, shorten kubeletDir or driverName (prefix: its first 41 characters at most)" $root $n (sub $n 107)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
