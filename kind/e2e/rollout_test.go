@@ -201,19 +201,6 @@ func registrationGaps(r nodeRecorders, from recorderPos, driver, node string) []
 	return gaps
 }
 
-// total sums the durations in gaps as registrationGaps writes them.
-func total(gaps []string) string {
-	var d time.Duration
-	for _, g := range gaps {
-		if i := strings.LastIndex(g, " for "); i >= 0 {
-			if v, err := time.ParseDuration(g[i+5:]); err == nil {
-				d += v
-			}
-		}
-	}
-	return d.String()
-}
-
 func podUID(p *corev1.Pod) types.UID {
 	if p == nil {
 		return ""
