@@ -271,13 +271,24 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 		// It will leave; be confirmed after it, so that it can leave
 		// without unregistering the driver.
 		l.wantTakeBack("newer instance " + inst + " is terminating")
-	case ev.st.ConfirmedAt > self.ConfirmedAt && ev.st.ConfirmedAt != old.ConfirmedAt && !ev.st.newerThan(self):
+	case ev.st.ConfirmedAt != old.ConfirmedAt && mayBeConfirmedAfter(ev.st, self) && !ev.st.newerThan(self):
 		l.wantTakeBack("the kubelet confirmed older instance " + inst + " after this one")
 	}
 	if l.roll.discover.armed() && l.allKnown() {
 		l.roll.discover.stop()
 	}
 	l.decide()
+}
+
+// mayBeConfirmedAfter reports whether the kubelet may have acted on o's
+// latest confirmed announcement after self's: o's confirmation is not
+// strictly earlier. ConfirmedAt has millisecond resolution, and a kubelet
+// that restarts registers every socket concurrently: two confirmations in
+// the same millisecond are common, and either endpoint may be the one the
+// CSI handler stored. The newer instance then announces again: one more
+// registration, never a wrong endpoint.
+func mayBeConfirmedAfter(o, self instanceState) bool {
+	return o.ConfirmedAt > 0 && o.ConfirmedAt >= self.ConfirmedAt
 }
 
 func (l *loop) allKnown() bool {
