@@ -15,7 +15,7 @@ IMAGE_TAR    ?= bin/image.tar
 BUILDAH_ROOT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/csi-registrar/buildah
 BUILDAH      ?= buildah --root $(BUILDAH_ROOT)/root --runroot $(BUILDAH_ROOT)/runroot --storage-driver vfs
 
-.PHONY: help build build-all test test-fuzz image clean
+.PHONY: help build build-all test test-fuzz test-pluginmanager image clean
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort | column -t -s $$'\t'
 
@@ -37,6 +37,13 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -race -count=1 ./...   # every package: the control loop, gRPC and HTTP handlers, the processes
+
+# The nested module kind/pluginmanager: the kubelet's own plugin manager and CSI
+# registration handler (k8s.io/kubernetes, the newest supported minor) in-process
+# against registrars in the rolling-update mode, in orders a real kubelet cannot be
+# made to take. Its own module (Kubernetes' dependencies), outside `make test`'s race build.
+test-pluginmanager: ## the rolling-update mode against the kubelet's real plugin manager and CSI handler, in-process (~1 min)
+	cd kind/pluginmanager && $(GO) test -count=1 ./...
 
 test-fuzz: ## run the fuzz targets for a while (FUZZTIME=30s each)
 	$(GO) test ./registrar/csiplugin -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)

@@ -271,13 +271,24 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 		// It will leave; be confirmed after it, so that it can leave
 		// without unregistering the driver.
 		l.wantTakeBack("newer instance " + inst + " is terminating")
-	case ev.st.ConfirmedAt > self.ConfirmedAt && ev.st.ConfirmedAt != old.ConfirmedAt && !ev.st.NewerThan(self):
+	case self.Version > 0 && ev.st.ConfirmedAt != old.ConfirmedAt && mayBeConfirmedAfter(ev.st, self) && !ev.st.NewerThan(self):
 		l.wantTakeBack("the kubelet confirmed older instance " + inst + " after this one")
 	}
 	if l.roll.discover.armed() && l.allKnown() {
 		l.roll.discover.stop()
 	}
 	l.decide()
+}
+
+// mayBeConfirmedAfter reports whether the kubelet may have acted on o's
+// latest confirmed announcement after self's: o's confirmation is not
+// strictly earlier. ConfirmedAt has millisecond resolution, and a kubelet
+// that restarts registers every socket concurrently: two confirmations in
+// the same millisecond are common, and either endpoint may be the one the
+// CSI handler stored. The newer instance then announces again: one more
+// registration, never a wrong endpoint.
+func mayBeConfirmedAfter(o, self InstanceState) bool {
+	return o.ConfirmedAt > 0 && o.ConfirmedAt >= self.ConfirmedAt
 }
 
 func (l *loop) allKnown() bool {
@@ -421,10 +432,14 @@ func (l *loop) rollNotify(registered bool, kubeletErr string) {
 	validation := strings.Contains(kubeletErr, "plugin validation failed")
 	l.decision(decisionWithdraw, "kubelet rejected the announcement; unlinking it, which the kubelet does not count as registered",
 		"kubeletError", kubeletErr, "inValidation", validation)
+	if !validation {
+		// Told before the socket goes, so that the others see a failure
+		// (and wait for the kubelet's deregistration), not a departure.
+		l.roll.self.update(func(st *InstanceState) { st.Failed = true })
+	}
 	l.closeSocket("rejected")
 	l.await(awaitNothing, 0)
 	if !validation {
-		l.roll.self.update(func(st *InstanceState) { st.Failed = true })
 		if l.othersEligible() {
 			l.publish(StageRejected, kubeletErr+" (another instance remains and takes the registration back; this one does not retry: delete its pod to try again)")
 			return

@@ -221,8 +221,12 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 		return
 	}
 	if l.sock.cur == nil {
-		if ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
-			l.create(l.sock.reason) // the path was freed: try now
+		// The path was freed: try now. Not in the rolling-update mode,
+		// where each announcement has a fresh path and the Remove is that
+		// of our own withdrawn announcement: creating at once would skip
+		// the backoff after a rejection (one rejection per kubelet round).
+		if l.roll == nil && ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
+			l.create(l.sock.reason)
 		}
 		return
 	}

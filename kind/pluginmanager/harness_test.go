@@ -1,0 +1,540 @@
+package pluginmanager
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	fakeclient "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/kubelet/config"
+	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
+	pmcache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
+	kubeletcsi "k8s.io/kubernetes/pkg/volume/csi"
+	volumetest "k8s.io/kubernetes/pkg/volume/testing"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
+
+// nodeName is the Node the CSI handler writes to through the fake client.
+const nodeName = "pm-node"
+
+// childEnv, when set, makes the test binary a registrar process (see
+// runChild): scenario 4 kills one with SIGKILL.
+const childEnv = "PLUGINMANAGER_TEST_REGISTRAR"
+
+func TestMain(m *testing.M) {
+	if opts := os.Getenv(childEnv); opts != "" {
+		runChild(opts)
+		return
+	}
+	// The kubelet's packages log through klog: into the running test's log.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(klogSink{})
+	os.Exit(m.Run())
+}
+
+// ---- logs ------------------------------------------------------------------
+
+// testLog forwards writes to t.Log with a prefix until the test ends.
+type testLog struct {
+	mu     sync.Mutex
+	t      *testing.T
+	prefix string
+}
+
+func newTestLog(t *testing.T, prefix string) *testLog {
+	l := &testLog{t: t, prefix: prefix}
+	t.Cleanup(func() { l.mu.Lock(); l.t = nil; l.mu.Unlock() })
+	return l
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.t != nil {
+		l.t.Log(l.prefix + strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+var klogTarget atomic.Pointer[testLog]
+
+type klogSink struct{}
+
+func (klogSink) Write(p []byte) (int, error) {
+	if l := klogTarget.Load(); l != nil {
+		return l.Write(p)
+	}
+	return len(p), nil
+}
+
+// ---- the kubelet's CSI handler ------------------------------------------------
+
+// csiHandler is the CSI plugin of k8s.io/kubernetes/pkg/volume/csi,
+// initialised once per process (its state is package-level, as in the
+// kubelet) on a fake volume host whose API client is a fake clientset.
+type csiHandler struct {
+	client *fakeclient.Clientset // fake: records every write
+}
+
+var (
+	kubeletOnce sync.Once
+	kubelet     *csiHandler
+)
+
+func theCSIHandler(t *testing.T) *csiHandler {
+	kubeletOnce.Do(func() {
+		client := fakeclient.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+		factory := informers.NewSharedInformerFactory(client, time.Minute)
+		drivers := factory.Storage().V1().CSIDrivers()
+		attachments := factory.Storage().V1().VolumeAttachments()
+		driverLister, attachmentLister := drivers.Lister(), attachments.Lister()
+		stop := make(chan struct{}) // the process's life
+		factory.Start(stop)
+		for typ, ok := range factory.WaitForCacheSync(stop) {
+			if !ok {
+				t.Fatalf("informer of %v did not sync", typ)
+			}
+		}
+		root, err := os.MkdirTemp("", "pm-volumehost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Init of the CSI plugin sets the handler's node info manager
+		// and creates the CSINode; the host waits for that.
+		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, root, client, kubeletcsi.ProbeVolumePlugins(),
+			nodeName, driverLister, attachmentLister)
+		kubelet = &csiHandler{client: client}
+	})
+	if kubelet == nil {
+		t.Fatal("the CSI plugin did not initialise")
+	}
+	return kubelet
+}
+
+// csiNodeHas reports whether the CSINode lists the driver now.
+func (k *csiHandler) csiNodeHas(t *testing.T, driver string) bool {
+	n, err := k.client.StorageV1().CSINodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get CSINode: %v", err)
+	}
+	return slices.ContainsFunc(n.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver })
+}
+
+// csiNodeWrites returns, for each write of the CSINode after the first
+// `from` actions of the client, whether it lists the driver.
+func (k *csiHandler) csiNodeWrites(driver string, from int) []bool {
+	var out []bool
+	for _, a := range k.client.Actions()[from:] {
+		var obj *storagev1.CSINode
+		switch a := a.(type) {
+		case clienttesting.CreateAction:
+			obj, _ = a.GetObject().(*storagev1.CSINode)
+		case clienttesting.UpdateAction:
+			obj, _ = a.GetObject().(*storagev1.CSINode)
+		}
+		if obj == nil {
+			continue
+		}
+		out = append(out, slices.ContainsFunc(obj.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver }))
+	}
+	return out
+}
+
+// gaps counts how often a write of the CSINode dropped the driver after
+// one that listed it: each is a moment the driver was unregistered.
+func gaps(writes []bool) int {
+	n, had := 0, false
+	for _, has := range writes {
+		if had && !has {
+			n++
+		}
+		had = has
+	}
+	return n
+}
+
+// ---- the handler's calls --------------------------------------------------------
+
+// handlerCall is one call of the plugin manager to the CSI handler.
+type handlerCall struct {
+	op       string // validate, register, deregister
+	endpoint string
+	version  string
+	err      error
+	at       time.Time
+}
+
+// recordingHandler passes every call of the plugin manager to the CSI
+// handler on and records it.
+type recordingHandler struct {
+	inner pmcache.PluginHandler
+	mu    sync.Mutex
+	calls []handlerCall
+}
+
+func (h *recordingHandler) record(c handlerCall) {
+	c.at = time.Now()
+	h.mu.Lock()
+	h.calls = append(h.calls, c)
+	h.mu.Unlock()
+}
+
+func (h *recordingHandler) ValidatePlugin(ctx context.Context, name, endpoint string, versions []string) error {
+	err := h.inner.ValidatePlugin(ctx, name, endpoint, versions)
+	h.record(handlerCall{op: "validate", endpoint: endpoint, version: strings.Join(versions, ","), err: err})
+	return err
+}
+
+func (h *recordingHandler) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
+	err := h.inner.RegisterPlugin(ctx, name, endpoint, versions, timeout)
+	h.record(handlerCall{op: "register", endpoint: endpoint, version: strings.Join(versions, ","), err: err})
+	return err
+}
+
+func (h *recordingHandler) DeRegisterPlugin(ctx context.Context, name, endpoint string) {
+	h.inner.DeRegisterPlugin(ctx, name, endpoint)
+	h.record(handlerCall{op: "deregister", endpoint: endpoint})
+}
+
+// count returns how many calls of op on endpoint ("" any) happened since `since`.
+func (h *recordingHandler) count(op, endpoint string, since time.Time) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.calls {
+		if c.op == op && (endpoint == "" || c.endpoint == endpoint) && !c.at.Before(since) {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *recordingHandler) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	for _, c := range h.calls {
+		fmt.Fprintf(&b, "  %s %s %s %s", c.at.Format("15:04:05.000"), c.op, filepath.Base(filepath.Dir(c.endpoint)), c.version)
+		if c.err != nil {
+			fmt.Fprintf(&b, " err=%v", c.err)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// ---- the plugin manager ---------------------------------------------------------
+
+// kubeletPM is one run of the kubelet's plugin manager on the registration
+// directory: stop and start another for a kubelet restart.
+type kubeletPM struct {
+	cancel context.CancelFunc
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startPluginManager(t *testing.T, dir string, h pmcache.PluginHandler) *kubeletPM {
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	pm := pluginmanager.NewPluginManager(dir, &record.FakeRecorder{})
+	pm.AddHandler("CSIPlugin", h)
+	k := &kubeletPM{cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		pm.Run(ctx, config.NewSourcesReady(func(sets.Set[string]) bool { return true }), k.stop)
+	}()
+	t.Cleanup(k.halt)
+	return k
+}
+
+// halt ends the plugin manager's watcher and reconciler (its operations
+// in flight run to their end, as they would not in a killed kubelet).
+func (k *kubeletPM) halt() {
+	select {
+	case <-k.stop:
+		return
+	default:
+	}
+	close(k.stop)
+	k.cancel()
+	<-k.done
+}
+
+// ---- drivers ----------------------------------------------------------------------
+
+// driver is a CSI driver instance: Identity and Node on its own socket.
+// NodeGetInfo fails while failInfo is set.
+type driver struct {
+	csi.UnimplementedIdentityServer
+	csi.UnimplementedNodeServer
+	name     string
+	sock     string
+	failInfo atomic.Bool
+	infos    atomic.Int64 // NodeGetInfo calls
+	caps     atomic.Int64 // NodeGetCapabilities calls
+	srv      *grpc.Server
+}
+
+func startDriver(t *testing.T, dir, name string, failInfo bool) *driver {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{name: name, sock: filepath.Join(dir, "csi.sock")}
+	d.failInfo.Store(failInfo)
+	ln, err := net.Listen("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.srv = grpc.NewServer()
+	csi.RegisterIdentityServer(d.srv, d)
+	csi.RegisterNodeServer(d.srv, d)
+	go func() { _ = d.srv.Serve(ln) }()
+	t.Cleanup(d.srv.Stop)
+	return d
+}
+
+func (d *driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: d.name, VendorVersion: "test"}, nil
+}
+
+func (d *driver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
+}
+
+func (d *driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	d.infos.Add(1)
+	if d.failInfo.Load() {
+		return nil, status.Error(codes.Unavailable, "this instance's NodeGetInfo fails (test)")
+	}
+	return &csi.NodeGetInfoResponse{NodeId: nodeName}, nil
+}
+
+func (d *driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	d.caps.Add(1)
+	return &csi.NodeGetCapabilitiesResponse{}, nil
+}
+
+// ---- registrars -------------------------------------------------------------------
+
+// instance is one csi-registrar in the rolling-update mode, for one driver
+// instance (one pod).
+type instance struct {
+	label  string
+	r      *registrar.Registrar
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func registrarOptions(d *driver, regDir, podUID string) registrar.Options {
+	return registrar.Options{
+		CSIAddress:              d.sock,
+		KubeletRegistrationPath: d.sock, // the kubelet runs here: the same path
+		PluginRegistrationPath:  regDir,
+		RollingUpdate:           podUID,
+		KubeletWait:             registrar.MinKubeletWait,
+	}
+}
+
+func startInstance(t *testing.T, label string, d *driver, regDir, podUID string) *instance {
+	opts := registrarOptions(d, regDir, podUID)
+	opts.Logger = slog.New(slog.NewTextHandler(newTestLog(t, "registrar "+label+": "), &slog.HandlerOptions{}))
+	r, err := registrar.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	i := &instance{label: label, r: r, cancel: cancel, done: make(chan error, 1)}
+	go func() { i.done <- r.Run(ctx) }()
+	t.Cleanup(func() { i.stop(t) })
+	return i
+}
+
+// stop ends the registrar as a terminating pod's would end (SIGTERM).
+func (i *instance) stop(t *testing.T) {
+	if i.cancel == nil {
+		return
+	}
+	i.cancel()
+	i.cancel = nil
+	select {
+	case err := <-i.done:
+		if err != nil {
+			t.Errorf("registrar %s: Run: %v", i.label, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("registrar %s did not stop within 20s", i.label)
+	}
+}
+
+// ---- a registrar in a child process (scenario 4) ------------------------------------
+
+// runChild runs a registrar with the JSON options of childEnv until killed.
+func runChild(js string) {
+	var opts registrar.Options
+	if err := json.Unmarshal([]byte(js), &opts); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	r, err := registrar.New(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := r.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// ---- one scenario's world -----------------------------------------------------------
+
+// world is one test's node: a registration directory watched by the
+// kubelet's plugin manager, whose CSI handler calls are recorded.
+type world struct {
+	t       *testing.T
+	dir     string // everything of this test
+	reg     string // plugins_registry
+	name    string // the driver's name (one per test: the handler is per process)
+	kubelet *csiHandler
+	h       *recordingHandler
+	pm      *kubeletPM
+	from    int // the fake client's actions before this test
+	drivers []*driver
+}
+
+func newWorld(t *testing.T, driverName string) *world {
+	k := theCSIHandler(t)
+	klogTarget.Store(newTestLog(t, "kubelet: "))
+	t.Cleanup(func() { klogTarget.Store(nil) })
+	// Short: unix socket paths are limited to 107 bytes.
+	dir, err := os.MkdirTemp("", "pm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	w := &world{t: t, dir: dir, reg: filepath.Join(dir, "reg"), name: driverName, kubelet: k,
+		h: &recordingHandler{inner: kubeletcsi.PluginHandler}, from: len(k.client.Actions())}
+	if err := os.Mkdir(w.reg, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	w.pm = startPluginManager(t, w.reg, w.h)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the CSI handler's calls:\n%s", w.h)
+			t.Logf("CSINode writes (lists %s): %v", w.name, w.writes())
+		}
+	})
+	return w
+}
+
+func (w *world) driver(label string, failInfo bool) *driver {
+	d := startDriver(w.t, filepath.Join(w.dir, label), w.name, failInfo)
+	w.drivers = append(w.drivers, d)
+	return d
+}
+
+// endpoint returns the label of the driver instance the CSI handler
+// dials for the driver now ("" when the driver is not registered): it
+// makes one CSI call through the handler's own client, as the kubelet's
+// volume health check does, and looks which instance answered.
+func (w *world) endpoint() string {
+	before := make([]int64, len(w.drivers))
+	for i, d := range w.drivers {
+		before[i] = d.caps.Load()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kubeletcsi.NewHealthClient(w.name).NodeSupportsVolumeHealth(ctx); err != nil {
+		return ""
+	}
+	for i, d := range w.drivers {
+		if d.caps.Load() > before[i] {
+			return filepath.Base(filepath.Dir(d.sock))
+		}
+	}
+	return "?"
+}
+
+func (w *world) writes() []bool { return w.kubelet.csiNodeWrites(w.name, w.from) }
+
+// eventually waits up to d for cond.
+func (w *world) eventually(d time.Duration, what string, cond func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitEndpoint waits until the handler dials the instance label.
+func (w *world) waitEndpoint(d time.Duration, label string) {
+	w.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := w.endpoint()
+		if got == label {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the CSI handler's endpoint is %q after %s, want %q", got, d, label)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitStage(w *world, i *instance, d time.Duration, st registrar.Stage) {
+	w.t.Helper()
+	w.eventually(d, fmt.Sprintf("registrar %s at stage %v (now %v)", i.label, st, i.r.Status().Stage), func() bool {
+		return i.r.Status().Stage == st
+	})
+}
+
+// announcements lists the announcement sockets in the registration directory.
+func (w *world) announcements() []string {
+	entries, err := os.ReadDir(w.reg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), "-reg.sock") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+var _ io.Writer = (*testLog)(nil)

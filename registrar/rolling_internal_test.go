@@ -1,0 +1,25 @@
+package registrar
+
+import "testing"
+
+// Two confirmations in the same millisecond (a restarted kubelet registers
+// every socket concurrently) leave either endpoint stored: the newer
+// instance must take the registration back on a tie, not only when the
+// older one was confirmed strictly later.
+func TestMayBeConfirmedAfter(t *testing.T) {
+	for _, c := range []struct {
+		other, self int64
+		want        bool
+	}{
+		{other: 1001, self: 1000, want: true},
+		{other: 1000, self: 1000, want: true}, // the tie kind/pluginmanager's TestKubeletRestart hit
+		{other: 999, self: 1000, want: false},
+		{other: 0, self: 0, want: false}, // never confirmed
+		{other: 5, self: 0, want: true},
+	} {
+		got := mayBeConfirmedAfter(InstanceState{ConfirmedAt: c.other}, InstanceState{ConfirmedAt: c.self})
+		if got != c.want {
+			t.Errorf("mayBeConfirmedAfter(other confirmed at %d, self at %d) = %v, want %v", c.other, c.self, got, c.want)
+		}
+	}
+}
