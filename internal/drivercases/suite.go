@@ -48,6 +48,10 @@ type Options struct {
 	Applied string
 	// Out receives the progress and the cases' logs.
 	Out io.Writer
+	// WorkloadImage is the image of the pods with a CSI inline volume that
+	// the rollout case starts (it runs `sleep`: busybox, as the node pod's
+	// image); empty: the rollout case measures the registration only.
+	WorkloadImage string
 	// OnRegistrar, when set, is told the registrar container once it is
 	// known (before the cases run).
 	OnRegistrar func(container string) error
@@ -127,7 +131,7 @@ func Prepare(opt Options) (*driverspec.Spec, []string, error) {
 	return spec, notes, nil
 }
 
-// Run applies the driver's manifests, runs the six cases in order on that
+// Run applies the driver's manifests, runs the seven cases in order on that
 // one deployment, and returns their results; the last case uninstalls the
 // driver. An error means the cases could not run (the setup failed); the
 // cases' own failures are in the Result. The caller removes what is left
