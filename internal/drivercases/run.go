@@ -191,8 +191,12 @@ func (s *suite) regSocket(t *check, ctx context.Context, node string) NodeFile {
 		t.Fatal(err)
 	}
 	o := s.d.files(files)
-	if len(o) != 1 || o[0].Name != s.d.regSocket() || !o[0].Socket {
-		t.Fatalf("%s on %s: files of the driver %q, want exactly the socket %s", PluginsRegistry, node, names(o), s.d.regSocket())
+	if len(o) != 1 || !s.d.isRegSocket(o[0].Name) || !o[0].Socket {
+		want := "the socket " + s.d.regSocket()
+		if s.d.rolling() {
+			want = "one announcement socket " + s.d.regSocketText() + "<instance>_<version>-reg.sock (the rolling-update mode)"
+		}
+		t.Fatalf("%s on %s: files of the driver %q, want exactly %s", PluginsRegistry, node, names(o), want)
 	}
 	return o[0]
 }
