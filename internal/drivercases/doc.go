@@ -1,7 +1,9 @@
 // Package drivercases runs the registration cases that make sense for any
 // CSI driver on that driver's own manifests: deployed, registrar pod
 // deleted, kubelet restarted, registration socket removed, driver container
-// killed, uninstalled. Each case is judged by what the kubelet and the API
+// killed, rollout (the workload rolled as its manifests say: how long the
+// driver was unregistered, how many inline-volume mounts failed; judged only
+// with csi-registrar's rolling-update mode), uninstalled. Each case is judged by what the kubelet and the API
 // say (the CSINode entry, the Node annotation, the registration socket in
 // plugins_registry, the kubelet's own log), never by a registrar's logs, so
 // one run judges csi-registrar, upstream node-driver-registrar or a driver

@@ -44,8 +44,12 @@ func (s *suite) expect(ctx context.Context, node string) (nodeExpect, error) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		endpoint := d.spec.RegistrationPath
-		if strings.Contains(endpoint, "$(") { // set from a field: ask the registration socket
-			info, err := RegistrationInfo(cctx, cl.Dialer, node, PluginsRegistry+"/"+d.regSocket())
+		if strings.Contains(endpoint, "$(") || d.rolling() { // set from a field, or the pod's own: ask the registration socket
+			name, err := s.currentRegSocket(cctx, node)
+			if err != nil {
+				return e, err
+			}
+			info, err := RegistrationInfo(cctx, cl.Dialer, node, PluginsRegistry+"/"+name)
 			if err != nil {
 				return e, err
 			}
@@ -179,12 +183,14 @@ func (s *suite) diagnose(ctx context.Context, node string) []string {
 	if err != nil {
 		return append(c, err.Error())
 	}
-	found := false
+	found := ""
 	for _, f := range files {
-		found = found || (f.Name == d.regSocket() && f.Socket)
+		if d.isRegSocket(f.Name) && f.Socket {
+			found = f.Name
+		}
 	}
-	if !found {
-		c = append(c, fmt.Sprintf("no registration socket %s in %s on %s: the registrar did not create it (its log says why)", d.regSocket(), PluginsRegistry, node))
+	if found == "" {
+		c = append(c, fmt.Sprintf("no registration socket %s in %s on %s: the registrar did not create it (its log says why)", d.regSocketText(), PluginsRegistry, node))
 	}
 	if cl.Dialer == nil {
 		out, err := cl.Node.NodeSh(ctx, node, `[ -S "$1" ] && echo socket || echo missing`, d.spec.RegistrationPath)
@@ -196,13 +202,13 @@ func (s *suite) diagnose(ctx context.Context, node string) []string {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	endpoint := d.spec.RegistrationPath
-	if found {
-		info, err := RegistrationInfo(cctx, cl.Dialer, node, PluginsRegistry+"/"+d.regSocket())
+	if found != "" {
+		info, err := RegistrationInfo(cctx, cl.Dialer, node, PluginsRegistry+"/"+found)
 		switch {
 		case err != nil:
 			c = append(c, err.Error())
 		case info.Name != d.name:
-			c = append(c, fmt.Sprintf("%s announces driver %q, want %q (%s)", d.regSocket(), info.Name, d.name, d.nameFrom))
+			c = append(c, fmt.Sprintf("%s announces driver %q, want %q (%s)", found, info.Name, d.name, d.nameFrom))
 		case info.Endpoint != "":
 			endpoint = info.Endpoint
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -48,6 +49,10 @@ type Options struct {
 	Applied string
 	// Out receives the progress and the cases' logs.
 	Out io.Writer
+	// WorkloadImage is the image of the pods with a CSI inline volume that
+	// the rollout case starts (it runs `sleep`: busybox, as the node pod's
+	// image); empty: the rollout case measures the registration only.
+	WorkloadImage string
 	// OnRegistrar, when set, is told the registrar container once it is
 	// known (before the cases run).
 	OnRegistrar func(container string) error
@@ -86,15 +91,64 @@ type driverUnderTest struct {
 
 func (d *driverUnderTest) regSocket() string { return d.name + "-reg.sock" }
 
+// rolling reports whether the manifests turn on the rolling-update mode:
+// the driver's registration socket is then an announcement socket,
+// <prefix>_<instance>_<version>-reg.sock (csiplugin), one at a time outside
+// a rollout, and the endpoint it announces is the pod's own.
+func (d *driverUnderTest) rolling() bool { return d.spec.RollingUpdate != "" }
+
+// isRegSocket reports whether name is the driver's registration socket:
+// d.regSocket(), or with the mode an announcement socket of the driver.
+func (d *driverUnderTest) isRegSocket(name string) bool {
+	if d.rolling() {
+		_, _, ok := csiplugin.ParseRollingUpdateSocketName(d.name, name)
+		return ok
+	}
+	return name == d.regSocket()
+}
+
+// regSocketText names the registration socket in messages and is in every
+// kubelet log line about it.
+func (d *driverUnderTest) regSocketText() string {
+	if d.rolling() {
+		return csiplugin.RollingUpdatePrefix(d.name) + "_"
+	}
+	return d.regSocket()
+}
+
 // files returns the files of plugins_registry that belong to the driver.
 func (d *driverUnderTest) files(all []NodeFile) []NodeFile {
 	var out []NodeFile
 	for _, f := range all {
-		if strings.HasPrefix(f.Name, d.name) {
+		if strings.HasPrefix(f.Name, d.name) || d.rolling() && d.isRegSocket(f.Name) {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// currentRegSocket returns the name of the driver's registration socket on
+// node: d.regSocket(), or with the mode the announcement with the highest
+// version (the one the kubelet took last).
+func (s *suite) currentRegSocket(ctx context.Context, node string) (string, error) {
+	d := s.d
+	if !d.rolling() {
+		return d.regSocket(), nil
+	}
+	files, err := s.cl.Node.PluginsRegistry(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	name, top := "", uint64(0)
+	for _, f := range files {
+		if _, v, ok := csiplugin.ParseRollingUpdateSocketName(d.name, f.Name); ok && f.Socket && (name == "" || v > top) {
+			name, top = f.Name, v
+		}
+	}
+	if name == "" {
+		return "", fmt.Errorf("no announcement socket %s<instance>_<version>-reg.sock of the rolling-update mode in %s on %s (%s)", d.regSocketText(), PluginsRegistry, node, d.spec.RollingUpdate)
+	}
+	return name, nil
 }
 
 func (s *suite) logf(format string, args ...any) {
@@ -127,7 +181,7 @@ func Prepare(opt Options) (*driverspec.Spec, []string, error) {
 	return spec, notes, nil
 }
 
-// Run applies the driver's manifests, runs the six cases in order on that
+// Run applies the driver's manifests, runs the seven cases in order on that
 // one deployment, and returns their results; the last case uninstalls the
 // driver. An error means the cases could not run (the setup failed); the
 // cases' own failures are in the Result. The caller removes what is left

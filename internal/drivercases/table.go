@@ -13,10 +13,15 @@ import (
 // CaseResult is the outcome of one case.
 type CaseResult struct {
 	Case     string
-	Verdict  string // pass, FAIL, skip
+	Verdict  string // pass, FAIL, skip; measured: figures reported, not judged (the rollout without the mode)
 	Note     string
 	Restarts map[string]int32 // container -> restarts during the case, summed over the workload's pods
 	Times    []CaseTime
+	// Rollout are the rollout case's figures by node; Mounts says whether
+	// it started pods with an inline volume (otherwise it measured the
+	// registration only).
+	Rollout []NodeRollout
+	Mounts  bool
 }
 
 // CaseTime is a time a case measured, from its fault.
@@ -34,10 +39,11 @@ type Result struct {
 	Cases      []CaseResult
 }
 
-// Passed reports whether every case passed.
+// Passed reports whether every case passed (a case whose figures are
+// measured, not judged, does not fail).
 func (r Result) Passed() bool {
 	for _, c := range r.Cases {
-		if c.Verdict != "pass" {
+		if c.Verdict != "pass" && c.Verdict != verdictMeasured {
 			return false
 		}
 	}
@@ -46,7 +52,8 @@ func (r Result) Passed() bool {
 
 // Table prints runs side by side: driver and case × registrar, each with
 // its verdict, the container restarts during the case and the kubelet's
-// times (CSINode entry gone / back, from the fault).
+// times (CSINode entry gone / back, from the fault), and for the rollout
+// how long the driver was unregistered and how many mounts failed, by node.
 func Table(runs []Result) string {
 	var regs, rows []string
 	cell := map[[2]string]*CaseResult{}
@@ -65,7 +72,7 @@ func Table(runs []Result) string {
 	}
 	tb := mdtable.Table{Header: []string{"driver, case"}}
 	for _, reg := range regs {
-		tb.Header = append(tb.Header, reg, "restarts", "CSINode entry (s)")
+		tb.Header = append(tb.Header, reg, "restarts", "CSINode entry (s)", "unregistered (s)", "failed mounts")
 	}
 	var notes []string
 	for _, row := range rows {
@@ -73,7 +80,7 @@ func Table(runs []Result) string {
 		for _, reg := range regs {
 			c := cell[[2]string{row, reg}]
 			if c == nil {
-				cells = append(cells, "-", "-", "-")
+				cells = append(cells, "-", "-", "-", "-", "-")
 				continue
 			}
 			v := c.Verdict
@@ -100,7 +107,8 @@ func Table(runs []Result) string {
 			if len(ts) == 0 {
 				ts = []string{"-"}
 			}
-			cells = append(cells, v, strings.Join(rs, ", "), strings.Join(ts, "; "))
+			unreg, mounts := rolloutCells(c)
+			cells = append(cells, v, strings.Join(rs, ", "), strings.Join(ts, "; "), unreg, mounts)
 		}
 		tb.Rows = append(tb.Rows, cells)
 	}
@@ -113,4 +121,37 @@ func Table(runs []Result) string {
 		b.WriteString("* " + n + "\n")
 	}
 	return b.String()
+}
+
+// rolloutCells are the rollout case's cells: the seconds unregistered and
+// the failed mounts by node (the node named when there are several); "-"
+// for the other cases.
+func rolloutCells(c *CaseResult) (unreg, mounts string) {
+	if len(c.Rollout) == 0 {
+		return "-", "-"
+	}
+	var u, m []string
+	for _, n := range c.Rollout {
+		name := ""
+		if len(c.Rollout) > 1 {
+			name = n.Node + " "
+		}
+		x := fmt.Sprintf("%s%.2f", name, n.Unregistered)
+		switch {
+		case n.Moved:
+			x += " (pod left)"
+		case n.NotBack:
+			x += " (not back)"
+		}
+		u = append(u, x)
+		y := fmt.Sprintf("%s%d", name, n.FailedMounts)
+		if n.NeverRan > 0 {
+			y += fmt.Sprintf(" (%d never ran)", n.NeverRan)
+		}
+		m = append(m, y)
+	}
+	if !c.Mounts {
+		m = []string{"not measured"}
+	}
+	return strings.Join(u, "; "), strings.Join(m, "; ")
 }

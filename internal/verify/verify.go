@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	}
 
 	fmt.Fprintf(out, "kubectl csi-registrar verify is DISRUPTIVE: on the node(s) it acts on it installs and uninstalls the driver,\n"+
-		"deletes its pod, restarts the kubelet, removes the registration socket and kills the driver's container.\n")
+		"deletes its pod, restarts the kubelet, removes the registration socket, kills the driver's container and rolls its workload.\n")
 	nl, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return ExitIncomplete, fmt.Errorf("list nodes: %w", err)
@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			fmt.Fprintf(out, "==== verify %d/%d: %s with %s\n", i, total, f, reg)
 			opt := drivercases.Options{
 				Manifests: f, Rendered: rendered[fi], RegistrarImage: reg, RegisterTimeout: cfg.RegisterTimeout,
-				LabelKey: RunLabel, LabelValue: run, Out: out,
+				LabelKey: RunLabel, LabelValue: run, Out: out, WorkloadImage: cfg.NodeImage,
 				Applied: filepath.Join(workdir, fmt.Sprintf("%d-%s.yaml", i, filepath.Base(f))),
 				OnRegistrar: func(c string) error {
 					if cfg.BlockRegistrarLogs {

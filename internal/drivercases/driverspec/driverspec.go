@@ -26,6 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -96,6 +97,12 @@ type Spec struct {
 	// HTTPPort is the port of --http-endpoint (or --health-port): /readyz
 	// and /metrics; empty when the registrar serves no HTTP.
 	HTTPPort string
+	// RollingUpdate says where the manifests turn on csi-registrar's
+	// rolling-update mode (--rolling-update in the registrar container's
+	// args, with $(VAR) expanded from its env, or CSI_REGISTRAR_ROLLING_UPDATE
+	// in its env; without a registrar container, in any container of the
+	// pod: the driver registers in-process); empty when they do not.
+	RollingUpdate string
 }
 
 // Parse reads rendered manifests (YAML documents separated by ---), swaps
@@ -201,9 +208,17 @@ func (s *Spec) learn() error {
 	if reg == nil {
 		// In-process: the driver creates its registration socket itself;
 		// its name and endpoint come from GetInfo on the node.
+		for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+			for i := range cs {
+				if s.RollingUpdate == "" {
+					s.RollingUpdate = RollingUpdateIn(&cs[i])
+				}
+			}
+		}
 		return nil
 	}
 	s.Registrar = reg.Name
+	s.RollingUpdate = RollingUpdateIn(reg)
 	env := envValues(reg)
 	flags := map[string]string{}
 	args := append(slices.Clone(reg.Command), reg.Args...)
@@ -320,6 +335,41 @@ func (s *Spec) YAML() ([]byte, error) {
 		b.Write(y)
 	}
 	return b.Bytes(), nil
+}
+
+// RollingUpdateEnv is the environment variable csi-registrar reads for
+// --rolling-update.
+const RollingUpdateEnv = "CSI_REGISTRAR_ROLLING_UPDATE"
+
+// RollingUpdateIn says where container c turns on the rolling-update mode:
+// an arg --rolling-update=V (or --rolling-update V) with V not empty, $(VAR)
+// expanded from the container's env values, or RollingUpdateEnv set in its
+// env; empty when it does not.
+func RollingUpdateIn(c *corev1.Container) string {
+	env := envValues(c)
+	args := append(slices.Clone(c.Command), c.Args...)
+	for i, a := range args {
+		a = Expand(a, env)
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		k, v, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if k != "rolling-update" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			v = Expand(args[i+1], env)
+		}
+		if v != "" {
+			return fmt.Sprintf("container %s: %s", c.Name, args[i])
+		}
+	}
+	for _, e := range c.Env {
+		if e.Name == RollingUpdateEnv && (e.Value != "" || e.ValueFrom != nil) {
+			return fmt.Sprintf("container %s: env %s", c.Name, RollingUpdateEnv)
+		}
+	}
+	return ""
 }
 
 // IsUpstreamRegistrar reports whether image is a node-driver-registrar
@@ -501,6 +551,36 @@ type Workload struct {
 	// Pinned: its pod can only run on one node (spec.nodeName, or a
 	// nodeSelector on kubernetes.io/hostname); a DaemonSet's pods never move.
 	Pinned bool
+	// Strategy is the update strategy's type as written, defaulted as the
+	// API server does (RollingUpdate); MaxSurge and MaxUnavailable its
+	// rolling update's values as written, defaulted likewise (a DaemonSet:
+	// 0 and 1; a Deployment: 25% and 25%; a StatefulSet: none and 1).
+	Strategy                 string
+	MaxSurge, MaxUnavailable string
+}
+
+// OnDelete reports whether a change of the pod template replaces no pod
+// (updateStrategy OnDelete).
+func (w Workload) OnDelete() bool { return w.Strategy == "OnDelete" }
+
+// Rollout says what a rollout (a change of the pod template) does to the
+// workload's pod on a node.
+func (w Workload) Rollout() string {
+	switch {
+	case w.OnDelete():
+		return "updateStrategy OnDelete: a template change replaces no pod until it is deleted"
+	case w.Kind == "DaemonSet" && w.MaxSurge != "0" && w.MaxSurge != "0%":
+		return fmt.Sprintf("a DaemonSet with maxSurge %s: the new pod starts beside the old one on its node, the old one is deleted once the new one is Ready", w.MaxSurge)
+	case w.Kind == "DaemonSet":
+		return fmt.Sprintf("a DaemonSet with maxSurge %s (maxUnavailable %s): the old pod is deleted before the new one starts on its node", w.MaxSurge, w.MaxUnavailable)
+	case w.Kind == "StatefulSet":
+		return "a StatefulSet replaces its pod in place (the old one is deleted, then the new one is created): the driver is unregistered meanwhile, as expected"
+	case w.Strategy == "Recreate":
+		return "a Deployment with strategy Recreate: the old pod is deleted before the new one is created (which may land on another node)"
+	case w.Pinned:
+		return fmt.Sprintf("a Deployment with maxSurge %s, pinned to one node: the new pod starts on the same node", w.MaxSurge)
+	}
+	return fmt.Sprintf("a Deployment with maxSurge %s: the new pod may land on another node than the old one", w.MaxSurge)
 }
 
 func (w Workload) String() string {
@@ -524,28 +604,50 @@ func workloadOf(o map[string]any) (Workload, bool, error) {
 		if err := convert(o, &ds); err != nil {
 			return w, false, err
 		}
-		w = Workload{Kind: "DaemonSet", Name: ds.Name, Namespace: ds.Namespace, Selector: ds.Spec.Selector, Template: ds.Spec.Template}
+		w = Workload{Kind: "DaemonSet", Name: ds.Name, Namespace: ds.Namespace, Selector: ds.Spec.Selector, Template: ds.Spec.Template,
+			Strategy: string(ds.Spec.UpdateStrategy.Type), MaxSurge: "0", MaxUnavailable: "1"}
+		if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+			w.MaxSurge, w.MaxUnavailable = orDefault(ru.MaxSurge, "0"), orDefault(ru.MaxUnavailable, "1")
+		}
 	case "StatefulSet":
 		var ss appsv1.StatefulSet
 		if err := convert(o, &ss); err != nil {
 			return w, false, err
 		}
-		w = Workload{Kind: "StatefulSet", Name: ss.Name, Namespace: ss.Namespace, Selector: ss.Spec.Selector, Template: ss.Spec.Template, Replicas: replicas(ss.Spec.Replicas)}
+		w = Workload{Kind: "StatefulSet", Name: ss.Name, Namespace: ss.Namespace, Selector: ss.Spec.Selector, Template: ss.Spec.Template, Replicas: replicas(ss.Spec.Replicas),
+			Strategy: string(ss.Spec.UpdateStrategy.Type), MaxSurge: "none", MaxUnavailable: "1"}
+		if ru := ss.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+			w.MaxUnavailable = orDefault(ru.MaxUnavailable, "1")
+		}
 	case "Deployment":
 		var d appsv1.Deployment
 		if err := convert(o, &d); err != nil {
 			return w, false, err
 		}
-		w = Workload{Kind: "Deployment", Name: d.Name, Namespace: d.Namespace, Selector: d.Spec.Selector, Template: d.Spec.Template, Replicas: replicas(d.Spec.Replicas)}
+		w = Workload{Kind: "Deployment", Name: d.Name, Namespace: d.Namespace, Selector: d.Spec.Selector, Template: d.Spec.Template, Replicas: replicas(d.Spec.Replicas),
+			Strategy: string(d.Spec.Strategy.Type), MaxSurge: "25%", MaxUnavailable: "25%"}
+		if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+			w.MaxSurge, w.MaxUnavailable = orDefault(ru.MaxSurge, "25%"), orDefault(ru.MaxUnavailable, "25%")
+		}
 	default:
 		return w, false, nil
 	}
 	if w.Selector == nil {
 		return w, false, fmt.Errorf("no spec.selector")
 	}
+	if w.Strategy == "" {
+		w.Strategy = "RollingUpdate"
+	}
 	ps := w.Template.Spec
 	w.Pinned = ps.NodeName != "" || ps.NodeSelector["kubernetes.io/hostname"] != ""
 	return w, true, nil
+}
+
+func orDefault(v *intstr.IntOrString, def string) string {
+	if v == nil {
+		return def
+	}
+	return v.String()
 }
 
 func replicas(r *int32) int32 {

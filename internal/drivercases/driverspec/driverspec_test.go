@@ -287,3 +287,62 @@ func TestLabelMarksEveryObjectOnly(t *testing.T) {
 		}
 	}
 }
+
+// The rolling-update mode: --rolling-update with a value in the
+// registrar's args (also through $(VAR) from its env), or its env variable;
+// without a registrar container, in any container (in-process).
+func TestRollingUpdateMode(t *testing.T) {
+	reg := "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0"
+	base := `"--csi-address=/plugin/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/x.example.com/csi.sock"`
+	for _, c := range []struct {
+		name, in, want string
+	}{
+		{"none", string(minimalWith(reg, base)), ""},
+		{"arg", string(minimalWith(reg, base+`, "--rolling-update=$(POD_UID)"`)), "container reg: --rolling-update=$(POD_UID)"},
+		{"arg and value", string(minimalWith(reg, base+`, "--rolling-update", "$(POD_UID)"`)), "container reg: --rolling-update"},
+		{"empty value", string(minimalWith(reg, base+`, "--rolling-update="`)), ""},
+		{"arg from an env value", strings.Replace(string(minimalWith(reg, base+`, "$(ROLL)"`)), "        args:", "        env: [{name: ROLL, value: --rolling-update=abc}]\n        args:", 1), "container reg: $(ROLL)"},
+		{"env", strings.Replace(string(minimalWith(reg, base)), "        args:", "        env: [{name: CSI_REGISTRAR_ROLLING_UPDATE, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}]\n        args:", 1), "container reg: env CSI_REGISTRAR_ROLLING_UPDATE"},
+		{"in another container than the registrar's", strings.Replace(string(minimalWith(reg, base)), "        image: example.com/driver:v1", "        image: example.com/driver:v1\n        args: [--rolling-update=x]", 1), ""},
+		{"in-process", strings.Replace(strings.Replace(string(minimalWith(reg, base)), reg, "example.com/other:v1", 1), "        image: example.com/driver:v1", "        image: example.com/driver:v1\n        args: [--rolling-update=x]", 1), "container drv: --rolling-update=x"},
+	} {
+		s, err := Parse([]byte(c.in), underTest)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if s.RollingUpdate != c.want {
+			t.Errorf("%s: RollingUpdate %q, want %q", c.name, s.RollingUpdate, c.want)
+		}
+	}
+}
+
+// The update strategy as written, defaulted as the API server does, and
+// what a rollout means for it.
+func TestWorkloadStrategy(t *testing.T) {
+	ds := string(minimalWith("registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0",
+		`"--csi-address=/plugin/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/x.example.com/csi.sock"`))
+	strategy := func(in, field, v string) string {
+		return strings.Replace(in, "  template:\n", "  "+field+": "+v+"\n  template:\n", 1)
+	}
+	for _, c := range []struct {
+		name, in, strategy, surge, rollout string
+	}{
+		{"DaemonSet default", ds, "RollingUpdate", "0", "the old pod is deleted before the new one starts"},
+		{"DaemonSet maxSurge 1", strategy(ds, "updateStrategy", "{type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}"), "RollingUpdate", "1", "the new pod starts beside the old one"},
+		{"DaemonSet OnDelete", strategy(ds, "updateStrategy", "{type: OnDelete}"), "OnDelete", "0", "replaces no pod"},
+		{"StatefulSet", strings.Replace(ds, "kind: DaemonSet", "kind: StatefulSet", 1), "RollingUpdate", "none", "replaces its pod in place"},
+		{"Deployment", strings.Replace(ds, "kind: DaemonSet", "kind: Deployment", 1), "RollingUpdate", "25%", "may land on another node"},
+		{"Deployment Recreate", strategy(strings.Replace(ds, "kind: DaemonSet", "kind: Deployment", 1), "strategy", "{type: Recreate}"), "Recreate", "25%", "deleted before the new one is created"},
+	} {
+		s, err := Parse([]byte(c.in), underTest)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		w := s.Workload
+		if w.Strategy != c.strategy || w.MaxSurge != c.surge || !strings.Contains(w.Rollout(), c.rollout) {
+			t.Errorf("%s: strategy %q maxSurge %q rollout %q; want %q, %q, %q", c.name, w.Strategy, w.MaxSurge, w.Rollout(), c.strategy, c.surge, c.rollout)
+		}
+	}
+}

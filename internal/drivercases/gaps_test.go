@@ -1,0 +1,121 @@
+package drivercases
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+)
+
+// evs builds recorder events at t0+offsets (ms), present or not after each.
+func evs(t0 time.Time, steps ...any) []record.Event {
+	var out []record.Event
+	for i := 0; i < len(steps); i += 2 {
+		ms, present := steps[i].(int), steps[i+1].(bool)
+		st := record.State{}
+		if present {
+			st["x"] = nil
+		}
+		out = append(out, record.Event{At: t0.Add(time.Duration(ms) * time.Millisecond), State: st})
+	}
+	return out
+}
+
+func present(st record.State) bool { _, ok := st["x"]; return ok }
+
+func TestAbsences(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 17, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, c := range []struct {
+		name  string
+		evs   []record.Event
+		want  []span
+		total time.Duration
+	}{
+		{"registered throughout", evs(t0, -5000, true, 200, true, 900, true), nil, 0},
+		{"one gap", evs(t0, -5000, true, 1000, false, 1800, true), []span{{from: ms(1000), to: ms(1800)}}, 800 * time.Millisecond},
+		{"two absent states in a row are one gap", evs(t0, -5000, true, 1000, false, 1200, false, 1500, true),
+			[]span{{from: ms(1000), to: ms(1500)}}, 500 * time.Millisecond},
+		{"gap before the window is not counted", evs(t0, -5000, false, -4000, true, 2000, false, 2100, true),
+			[]span{{from: ms(2000), to: ms(2100)}}, 100 * time.Millisecond},
+		{"absent at the start: from the start", evs(t0, -5000, false, 300, true), []span{{from: ms(0), to: ms(300)}}, 300 * time.Millisecond},
+		{"not back at the end", evs(t0, -5000, true, 9000, false), []span{{from: ms(9000), to: ms(10000), open: true}}, time.Second},
+		{"events after the window are ignored", evs(t0, -5000, true, 9500, false, 12000, true),
+			[]span{{from: ms(9500), to: ms(10000), open: true}}, 500 * time.Millisecond},
+	} {
+		got := absences(c.evs, present, t0, ms(10000))
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			continue
+		}
+		for i := range got {
+			if !got[i].from.Equal(c.want[i].from) || !got[i].to.Equal(c.want[i].to) || got[i].open != c.want[i].open {
+				t.Errorf("%s: span %d = %+v, want %+v", c.name, i, got[i], c.want[i])
+			}
+		}
+		if d := totalOf(got); d != c.total {
+			t.Errorf("%s: total %s, want %s", c.name, d, c.total)
+		}
+	}
+}
+
+// The driver is unregistered while either the CSINode entry or the
+// annotation key is absent: overlapping spans count once.
+func TestUnionSpans(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 17, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	cn := []span{{from: ms(1000), to: ms(2000)}, {from: ms(5000), to: ms(5100)}}
+	an := []span{{from: ms(1500), to: ms(2500)}, {from: ms(8000), to: ms(10000), open: true}}
+	got := unionSpans(cn, an)
+	want := []span{{from: ms(1000), to: ms(2500)}, {from: ms(5000), to: ms(5100)}, {from: ms(8000), to: ms(10000), open: true}}
+	if len(got) != len(want) {
+		t.Fatalf("union %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("span %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if d := totalOf(got); d != 3600*time.Millisecond {
+		t.Errorf("total %s, want 3.6s", d)
+	}
+	if got := unionSpans(); len(got) != 0 {
+		t.Errorf("union of nothing: %v", got)
+	}
+}
+
+func TestRolloutVerdict(t *testing.T) {
+	clean := NodeRollout{Node: "vm", Started: 40}
+	gap := NodeRollout{Node: "vm", Unregistered: 1.2, Gaps: 1, Started: 40}
+	failed := NodeRollout{Node: "vm", Started: 40, FailedMounts: 3, NeverRan: 1}
+	for _, c := range []struct {
+		name string
+		j    rolloutJudgement
+		want string
+		why  string // in the reasons
+	}{
+		{"mode, no gap, no failed mount", rolloutJudgement{Mode: "container r: --rolling-update=$(POD_UID)", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{clean}}, "pass", ""},
+		{"mode, a gap", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{gap}}, "FAIL", "unregistered for 1.200 s in 1 span"},
+		{"mode, maxSurge 0: the hint", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "0", Nodes: []NodeRollout{gap}}, "FAIL", "maxSurge 0 as written"},
+		{"mode, failed mounts", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{failed}}, "FAIL", "3 failed mount(s)"},
+		{"mode, never ran", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{failed}}, "FAIL", "1 of 40 inline-volume pods never ran"},
+		{"mode, mounts not measured: registration only", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []NodeRollout{failed}}, "pass", ""},
+		{"mode, not back", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []NodeRollout{{Node: "vm", Unregistered: 30, Gaps: 1, NotBack: true}}}, "FAIL", "not registered again at the end"},
+		{"mode, the watch broke", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []NodeRollout{{Node: "vm", WatchBroke: "watch closed"}}}, "FAIL", "a gap may have been missed"},
+		{"mode, a Deployment's pod left the node", rolloutJudgement{Mode: "x", Workload: "Deployment", MaxSurge: "25%", Nodes: []NodeRollout{{Node: "a", Moved: true, Unregistered: 5, Gaps: 1, NotBack: true}, {Node: "b"}}}, "pass", ""},
+		{"no mode: measured, whatever the figures", rolloutJudgement{Workload: "DaemonSet", MaxSurge: "0", Mounts: true, Nodes: []NodeRollout{gap, failed}}, verdictMeasured, "no --rolling-update"},
+		{"StatefulSet with the mode: measured", rolloutJudgement{Mode: "x", Workload: "StatefulSet", Nodes: []NodeRollout{gap}}, verdictMeasured, "in place"},
+	} {
+		v, why := c.j.verdict()
+		if v != c.want {
+			t.Errorf("%s: verdict %s (%q), want %s", c.name, v, why, c.want)
+		}
+		if c.why != "" && !strings.Contains(strings.Join(why, "\n"), c.why) {
+			t.Errorf("%s: reasons %q lack %q", c.name, why, c.why)
+		}
+		if c.want == "pass" && len(why) != 0 {
+			t.Errorf("%s: pass with reasons %q", c.name, why)
+		}
+	}
+}

@@ -1,0 +1,561 @@
+package drivercases
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The rollout case's settings.
+const (
+	// RolloutAnnotation is the pod template annotation the rollout case
+	// sets: each value is a rollout.
+	RolloutAnnotation = "csi-registrar.io/verify-rollout"
+	// mountEvery is how often an inline-volume pod is started (round robin
+	// over the nodes under test) during the rollout.
+	mountEvery = 300 * time.Millisecond
+	// afterRollout is how long pods keep starting once the rollout is done.
+	afterRollout = 3 * time.Second
+	rolloutWait  = 5 * time.Minute
+)
+
+// 6. Rollout: the node plugin workload is rolled (its pod template gets a
+// new annotation, as any image or config change does) as its manifests say
+// (the update strategy as written). Per node it reports how long the driver
+// was unregistered (its CSINode entry or its Node annotation key absent, as
+// the API server told every change) and, when the driver serves CSI inline
+// volumes (its CSIDriver lists Ephemeral), how many mounts of pods started
+// every 0.3 s during the rollout and a few seconds after failed. It judges
+// only manifests that turn on csi-registrar's rolling-update mode: pass is no
+// unregistered moment and no failed mount; otherwise the verdict is
+// "measured".
+func (s *suite) rollout(t *check) {
+	ctx, _, _ := s.begin(t)
+	d := s.d
+	w := d.spec.Workload
+	t.addNote("rollout: " + w.Rollout())
+	if w.OnDelete() {
+		t.Skipf("%s has updateStrategy OnDelete: a template change rolls out nothing", w)
+	}
+	nodes := slices.Clone(d.nodes)
+	mode := d.spec.RollingUpdate
+	t.Logf("%s: %s; rolling-update mode: %s", w, w.Rollout(), orDash(mode))
+	type recs struct{ node, cn *record.Recorder }
+	r := map[string]recs{}
+	for _, n := range nodes {
+		a, b := s.recordNode(t, ctx, n)
+		r[n] = recs{a, b}
+	}
+	pods, err := s.cl.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[types.UID]bool{}
+	for _, p := range pods {
+		before[p.UID] = true
+	}
+
+	var load *mountLoad
+	if why := s.inlineVolumes(ctx); why != "" {
+		t.addNote("mounts not measured: " + why)
+		t.Logf("mounts not measured: %s; the registration only", why)
+	} else {
+		load = s.newMountLoad(t, ctx, nodes)
+		if why := load.baseline(ctx); why != "" {
+			t.addNote("mounts not measured: " + why)
+			t.Logf("mounts not measured: %s; the registration only", why)
+			load = nil
+		}
+	}
+	t.mounts = load != nil
+
+	t0 := time.Now()
+	if load != nil {
+		load.start(ctx)
+	}
+	if err := s.patchTemplate(ctx, t0.UTC().Format(time.RFC3339Nano)); err != nil {
+		if load != nil {
+			load.stop()
+		}
+		t.Fatal(err)
+	}
+	done, err := s.awaitRolledOut(ctx, before, rolloutWait)
+	if err != nil {
+		if load != nil {
+			load.stop()
+		}
+		t.Fatal(err)
+	}
+	t.measure("template change -> rolled out (every pod new and Ready)", done.Sub(t0))
+	select {
+	case <-ctx.Done():
+	case <-time.After(afterRollout):
+	}
+	if load != nil {
+		load.stop()
+	}
+	if err := s.updateNodes(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	// A node whose pod stayed must be registered again; wait for it (a gap
+	// that has not ended is measured up to then).
+	for _, n := range nodes {
+		if !slices.Contains(d.nodes, n) {
+			continue
+		}
+		_, _, _ = r[n].cn.Await(ctx, r[n].cn.Len()-1, shortWait, "CSINode entry", entryOf(n, d.name))
+		_, _, _ = r[n].node.Await(ctx, r[n].node.Len()-1, shortWait, "annotation key", annotatedWith(n, d.name, true, func(string) bool { return true }))
+	}
+	end := time.Now()
+
+	results := map[string]*NodeRollout{}
+	for _, n := range nodes {
+		nr := &NodeRollout{Node: n, Moved: !slices.Contains(d.nodes, n)}
+		for _, rec := range []*record.Recorder{r[n].node, r[n].cn} {
+			if err := rec.Err(); err != nil {
+				nr.WatchBroke = err.Error()
+			}
+		}
+		cnGaps := absences(r[n].cn.Events(0), entryOf(n, d.name), t0, end)
+		anGaps := absences(r[n].node.Events(0), annotatedWith(n, d.name, true, func(string) bool { return true }), t0, end)
+		all := unionSpans(cnGaps, anGaps)
+		nr.Gaps, nr.Unregistered = len(all), totalOf(all).Seconds()
+		nr.NotBack = len(all) > 0 && all[len(all)-1].open
+		t.Logf("node %s: CSINode entry absent: %s; annotation key absent: %s; unregistered %.3f s", n, spansText(cnGaps), spansText(anGaps), nr.Unregistered)
+		if nr.Moved {
+			t.Logf("node %s: the workload's pod left it (now on %v): its registration there ended, as expected", n, d.nodes)
+			t.addNote(fmt.Sprintf("the pod left %s for %v", n, d.nodes))
+		}
+		if dereg := s.deregistrations(ctx, n, t0); len(dereg) > 0 {
+			t.Logf("node %s: the kubelet's log since the rollout: %s", n, strings.Join(lastN(dereg, 6), " | "))
+		}
+		results[n] = nr
+	}
+	if load != nil {
+		for n, c := range load.finish(t, ctx) {
+			if nr := results[n]; nr != nil {
+				nr.Started, nr.FailedMounts, nr.NeverRan = c.started, c.failed, c.neverRan
+			}
+		}
+	}
+	j := rolloutJudgement{Mode: mode, Workload: w.Kind, MaxSurge: w.MaxSurge, Mounts: load != nil}
+	for _, n := range nodes {
+		nr := results[n]
+		j.Nodes = append(j.Nodes, *nr)
+		if load != nil {
+			t.Logf("node %s: %d inline-volume pods started, %d FailedMount events, %d never ran", n, nr.Started, nr.FailedMounts, nr.NeverRan)
+		}
+	}
+	t.rollout = j.Nodes
+	v, why := j.verdict()
+	switch v {
+	case "pass":
+	case verdictMeasured:
+		t.verdict = verdictMeasured
+		t.addNote(strings.Join(why, "; "))
+	default:
+		for _, y := range why {
+			t.Errorf("%s", y)
+		}
+	}
+}
+
+// entryOf: the node's CSINode has an entry for driver.
+func entryOf(node, driver string) func(record.State) bool {
+	return func(st record.State) bool { return len(CSINodeEntries(st.CSINode(node), driver)) > 0 }
+}
+
+// inlineVolumes says why the driver's CSI inline volumes cannot be mounted
+// ("" when they can): the cluster's CSIDriver object of the driver must
+// list the Ephemeral lifecycle mode.
+func (s *suite) inlineVolumes(ctx context.Context) string {
+	cd, err := s.cl.Client.StorageV1().CSIDrivers().Get(ctx, s.d.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "no CSIDriver object " + s.d.name + " (CSI inline volumes need one with volumeLifecycleModes Ephemeral)"
+	case err != nil:
+		return err.Error()
+	case !slices.Contains(cd.Spec.VolumeLifecycleModes, storagev1.VolumeLifecycleEphemeral):
+		return fmt.Sprintf("the CSIDriver %s has volumeLifecycleModes %v, without Ephemeral: no CSI inline volume", s.d.name, cd.Spec.VolumeLifecycleModes)
+	case s.opt.WorkloadImage == "":
+		return "no image for the inline-volume pods (Options.WorkloadImage)"
+	}
+	return ""
+}
+
+// patchTemplate sets RolloutAnnotation on the workload's pod template.
+func (s *suite) patchTemplate(ctx context.Context, value string) error {
+	w := s.d.spec.Workload
+	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RolloutAnnotation, value)
+	var err error
+	apps := s.cl.Client.AppsV1()
+	switch w.Kind {
+	case "DaemonSet":
+		_, err = apps.DaemonSets(s.cl.Namespace).Patch(ctx, w.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	case "StatefulSet":
+		_, err = apps.StatefulSets(s.cl.Namespace).Patch(ctx, w.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	case "Deployment":
+		_, err = apps.Deployments(s.cl.Namespace).Patch(ctx, w.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	default:
+		err = fmt.Errorf("%s: cannot roll a %s", w, w.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("roll %s (annotation %s on its pod template): %w", w, RolloutAnnotation, err)
+	}
+	return nil
+}
+
+// awaitRolledOut waits until no pod of before is left, each pod of the
+// workload is Ready, and as many run as before (a DaemonSet: one a node it
+// wants); it returns when it saw that.
+func (s *suite) awaitRolledOut(ctx context.Context, before map[types.UID]bool, timeout time.Duration) (time.Time, error) {
+	var last string
+	var at time.Time
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		l, err := s.cl.Client.CoreV1().Pods(s.cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.cl.Selector})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		ready := 0
+		for i := range l.Items {
+			p := &l.Items[i]
+			if before[p.UID] {
+				last = fmt.Sprintf("old pod %s on %s still there", p.Name, p.Spec.NodeName)
+				return false, nil
+			}
+			if p.DeletionTimestamp == nil && PodReady(p) {
+				ready++
+			}
+		}
+		if ready != len(before) || ready != len(l.Items) {
+			last = fmt.Sprintf("%d of %d new pods Ready (%d before)", ready, len(l.Items), len(before))
+			return false, nil
+		}
+		at = time.Now()
+		return true, nil
+	})
+	if err != nil {
+		return at, fmt.Errorf("%s not rolled out within %s: %w: %s", s.d.spec.Workload, timeout, err, last)
+	}
+	return at, nil
+}
+
+// deregistrations returns the kubelet's log lines on node since t0 that
+// unregister the driver or fail a mount of its volumes.
+func (s *suite) deregistrations(ctx context.Context, node string, t0 time.Time) []string {
+	log, err := s.cl.Node.KubeletLog(ctx, node, 20000)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		at, ok := kubeletlog.Time(line, t0)
+		if !ok || at.Before(t0.Truncate(time.Microsecond)) {
+			continue
+		}
+		if strings.Contains(line, "DeRegisterPlugin request for plugin "+s.d.name) ||
+			strings.Contains(line, "MountVolume.SetUp failed") && strings.Contains(line, s.d.name) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
+// mountLoad starts pods with a CSI inline volume of the driver, round robin
+// over the nodes under test, every mountEvery until stopped, and deletes
+// each once it runs (its volume was mounted), so that both the old and the
+// new driver instance publish and unpublish, and the node's pod capacity is
+// never reached. Its pods live in a namespace of their own.
+type mountLoad struct {
+	s      *suite
+	ns     string
+	nodes  []string
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	pods   map[string]*loadPod // by name
+	err    error
+}
+
+type loadPod struct {
+	node string
+	ran  bool
+}
+
+// mountCounts are the figures of one node.
+type mountCounts struct{ started, failed, neverRan int }
+
+func (s *suite) newMountLoad(t *check, ctx context.Context, nodes []string) *mountLoad {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "csi-registrar-rollout-"}}
+	if s.opt.LabelKey != "" {
+		ns.Labels = map[string]string{s.opt.LabelKey: s.opt.LabelValue}
+	}
+	made, err := s.cl.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := s.cl.Client.CoreV1().Namespaces().Delete(cctx, made.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("delete namespace %s: %v", made.Name, err)
+		}
+	})
+	return &mountLoad{s: s, ns: made.Name, nodes: nodes, pods: map[string]*loadPod{}}
+}
+
+func (l *mountLoad) pod(name, node string) *corev1.Pod {
+	no, yes, uid := false, true, int64(65532)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns, Labels: map[string]string{"app": "csi-registrar-rollout-mount"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: new(int64),
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			SecurityContext:               &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid},
+			Containers: []corev1.Container{{
+				Name: "sleep", Image: l.s.opt.WorkloadImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"sleep", "3600"},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "inline", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "inline", VolumeSource: corev1.VolumeSource{
+				CSI: &corev1.CSIVolumeSource{Driver: l.s.d.name},
+			}}},
+		},
+	}
+}
+
+// baseline starts one pod on each node before the rollout and waits until
+// it runs: a driver that does not mount an inline volume when nothing
+// happens says nothing about a rollout. It returns why not ("" when every
+// pod ran).
+func (l *mountLoad) baseline(ctx context.Context) string {
+	pods := l.s.cl.Client.CoreV1().Pods(l.ns)
+	for _, n := range l.nodes {
+		if _, err := pods.Create(ctx, l.pod("baseline-"+n, n), metav1.CreateOptions{}); err != nil {
+			return fmt.Sprintf("a pod with an inline volume on %s: %v", n, err)
+		}
+	}
+	var why string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, podWait, true, func(ctx context.Context) (bool, error) {
+		ev, err := l.s.cl.Client.CoreV1().Events(l.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range ev.Items {
+			if e.Reason == "FailedMount" {
+				why = fmt.Sprintf("the driver does not mount an inline volume outside a rollout (pod %s: FailedMount: %s)", e.InvolvedObject.Name, e.Message)
+				return true, nil
+			}
+		}
+		for _, n := range l.nodes {
+			p, err := pods.Get(ctx, "baseline-"+n, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				why = fmt.Sprintf("pod %s on %s with an inline volume did not run within %s outside a rollout: %s", p.Name, n, podWait, waitingReasons(p))
+				return false, nil
+			}
+		}
+		why = ""
+		return true, nil
+	})
+	if err != nil && why == "" {
+		why = err.Error()
+	}
+	// Their events do not count: only the rollout's pods' do (finish).
+	if err := l.deleteAll(context.WithoutCancel(ctx)); err != nil && why == "" {
+		return err.Error()
+	}
+	if why == "" {
+		if err := l.awaitNoPods(ctx, podWait); err != nil {
+			return err.Error()
+		}
+	}
+	return why
+}
+
+// deleteAll deletes every pod of the namespace at once (no grace period).
+func (l *mountLoad) deleteAll(ctx context.Context) error {
+	pods := l.s.cl.Client.CoreV1().Pods(l.ns)
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	grace := int64(0)
+	for _, p := range list.Items {
+		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *mountLoad) start(ctx context.Context) {
+	wctx, cancel := context.WithCancel(ctx)
+	l.cancel, l.done = cancel, make(chan struct{})
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(mountEvery)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			n := l.nodes[i%len(l.nodes)]
+			name := fmt.Sprintf("inline-%04d", i)
+			_, err := l.s.cl.Client.CoreV1().Pods(l.ns).Create(wctx, l.pod(name, n), metav1.CreateOptions{})
+			if err == nil {
+				l.mu.Lock()
+				l.pods[name] = &loadPod{node: n}
+				l.mu.Unlock()
+				err = l.reap(wctx)
+			}
+			if err != nil {
+				if wctx.Err() == nil {
+					l.mu.Lock()
+					l.err = err
+					l.mu.Unlock()
+				}
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+func (l *mountLoad) stop() {
+	if l.cancel != nil {
+		l.cancel()
+		<-l.done
+	}
+}
+
+// reap deletes the pods that run, and records that they ran.
+func (l *mountLoad) reap(ctx context.Context) error {
+	pods := l.s.cl.Client.CoreV1().Pods(l.ns)
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	grace := int64(0)
+	for _, p := range list.Items {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		l.mu.Lock()
+		if lp := l.pods[p.Name]; lp != nil {
+			lp.ran = true
+		}
+		l.mu.Unlock()
+		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *mountLoad) awaitNoPods(ctx context.Context, timeout time.Duration) error {
+	var left int
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := l.s.cl.Client.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		left = len(list.Items)
+		return left == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d inline-volume pods in %s not gone within %s: %w", left, l.ns, timeout, err)
+	}
+	return nil
+}
+
+// finish waits until every pod started ran (podWait at most), deletes them
+// all and waits until they are gone (their volumes unpublished), then counts
+// per node the pods that never ran and the FailedMount events.
+func (l *mountLoad) finish(t *check, ctx context.Context) map[string]mountCounts {
+	if l.err != nil {
+		t.Errorf("inline-volume pods: %v", l.err)
+	}
+	var never []string
+	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, podWait, true, func(ctx context.Context) (bool, error) {
+		if err := l.reap(ctx); err != nil {
+			return false, err
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		never = never[:0]
+		for name, p := range l.pods {
+			if !p.ran {
+				never = append(never, name)
+			}
+		}
+		return len(never) == 0, nil
+	})
+	sort.Strings(never)
+	if len(never) > 0 {
+		t.Logf("inline-volume pods that never ran within %s after the rollout: %s", podWait, strings.Join(lastN(never, 20), ", "))
+	}
+	if err := l.deleteAll(ctx); err != nil {
+		t.Errorf("delete the inline-volume pods: %v", err)
+	}
+	if err := l.awaitNoPods(ctx, podWait); err != nil {
+		t.Errorf("%v", err)
+	}
+	out := map[string]mountCounts{}
+	l.mu.Lock()
+	for _, p := range l.pods {
+		c := out[p.node]
+		c.started++
+		if !p.ran {
+			c.neverRan++
+		}
+		out[p.node] = c
+	}
+	l.mu.Unlock()
+	ev, err := l.s.cl.Client.CoreV1().Events(l.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("the inline-volume pods' events: %v", err)
+		return out
+	}
+	var msgs []string
+	for _, e := range ev.Items {
+		if e.Reason != "FailedMount" {
+			continue
+		}
+		l.mu.Lock()
+		p := l.pods[e.InvolvedObject.Name]
+		l.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		c := out[p.node]
+		c.failed += int(max(e.Count, 1))
+		out[p.node] = c
+		msgs = append(msgs, fmt.Sprintf("%s (x%d): %s", e.InvolvedObject.Name, max(e.Count, 1), e.Message))
+	}
+	sort.Strings(msgs)
+	if len(msgs) > 0 {
+		t.Logf("FailedMount events:\n%s", strings.Join(lastN(msgs, 10), "\n"))
+	}
+	return out
+}
