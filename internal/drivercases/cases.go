@@ -136,6 +136,42 @@ func orDash(s string) string {
 	return s
 }
 
+// podDeletedRolling is case 2 in the rolling-update mode: the deleted pod's
+// replacement (the controller starts it as soon as the old pod terminates)
+// takes the registration over before the old instance leaves, so the
+// driver is never unregistered on the node.
+func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, e nodeExpect, existed map[types.UID]bool,
+	nodeRec, cnRec, podRec *record.Recorder, t0 time.Time) {
+	d := s.d
+	_, ev := await(t, ctx, podRec, 0, podWait, "new pod Ready", func(st record.State) bool {
+		for _, p := range st.Pods() {
+			if p.Spec.NodeName == n && !existed[p.UID] && p.DeletionTimestamp == nil && PodReady(p) {
+				return true
+			}
+		}
+		return false
+	})
+	t.measure("pod delete -> new pod Ready", ev.At.Sub(t0))
+	// The old pod is gone once its instance has left.
+	_, ev = await(t, ctx, podRec, 0, podWait, "old pod gone", func(st record.State) bool {
+		for _, p := range st.Pods() {
+			if existed[p.UID] && p.Spec.NodeName == n {
+				return false
+			}
+		}
+		return true
+	})
+	t.measure("pod delete -> old pod gone", ev.At.Sub(t0))
+	if bad := cnRec.All(0, func(st record.State) bool { return !d.entryAbsent(n)(st) }); bad != nil {
+		t.Errorf("rolling-update mode: the CSINode entry on %s was gone at %s, %s after the delete",
+			n, bad.At.Format("15:04:05.000"), bad.At.Sub(t0).Round(time.Millisecond))
+	}
+	if bad := nodeRec.All(0, func(st record.State) bool { return !d.annotated(n, e, false)(st) }); bad != nil {
+		t.Errorf("rolling-update mode: the annotation key on %s was gone at %s, %s after the delete",
+			n, bad.At.Format("15:04:05.000"), bad.At.Sub(t0).Round(time.Millisecond))
+	}
+}
+
 // 2. Registrar pod deleted: on SIGTERM the registrar removes its socket, so
 // the kubelet unregisters the driver; the workload's new pod registers it
 // again, on a new socket, on the node where it runs. A pod that moved
@@ -167,6 +203,10 @@ func (s *suite) podDeleted(t *check) {
 	t0 := time.Now()
 	if err := s.cl.Client.CoreV1().Pods(s.cl.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if d.rolling() {
+		s.podDeletedRolling(t, ctx, n, e, existed, nodeRec, cnRec, podRec, t0)
+		return
 	}
 	agone, ev := await(t, ctx, nodeRec, 0, podWait, "annotation key gone", d.annotated(n, e, false))
 	t.measure("pod delete -> annotation key gone", ev.At.Sub(t0))
