@@ -84,6 +84,14 @@ type Options struct {
 	// DriverName are the driver's own (Endpoint and Name) and must be left
 	// empty; Logger defaults to the driver's.
 	Register *registrar.Options
+	// ShutdownDelay, when positive, keeps the CSI socket served this long
+	// after ctx ends (and after an in-process registrar stopped), before the
+	// graceful stop. In a rollout with the rolling-update mode the kubelet
+	// may still call this endpoint for a moment: an announcement it is
+	// registering when the pod is deleted (its NodeGetInfo failing would make
+	// the kubelet unregister the driver), or a call in flight while the next
+	// instance takes over. Keep it under the pod's termination grace period.
+	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds how long Run, once ctx ends, lets running calls
 	// (a publish that is mounting) finish before it cancels them and closes
 	// their connections. Default DefaultShutdownTimeout.
@@ -96,6 +104,7 @@ type Options struct {
 // The fields of Options an error can name (registrar.OptionShutdownTimeout
 // names ShutdownTimeout).
 const (
+	OptionShutdownDelay     registrar.Option = "ShutdownDelay"
 	OptionEndpoint          registrar.Option = "Endpoint"
 	OptionMaxVolumesPerNode registrar.Option = "MaxVolumesPerNode"
 	OptionStateDir          registrar.Option = "StateDir"
@@ -124,7 +133,8 @@ type Driver struct {
 // New checks opts and returns a Driver. Every error means a value breaks a
 // rule, and errors.As finds a *csiplugin.ValidationError in it:
 //   - a *registrar.OptionError for Endpoint, MaxVolumesPerNode, StateDir,
-//     KubeletPodsDir and ShutdownTimeout (as registrar.OptionShutdownTimeout);
+//     KubeletPodsDir, ShutdownDelay and ShutdownTimeout (as
+//     registrar.OptionShutdownTimeout);
 //   - a *csiplugin.ValidationError for Name, NodeID, Topology, and for
 //     Register.CSIAddress or Register.DriverName set to another driver's;
 //   - registrar.New's errors for the other options of Register.
@@ -140,6 +150,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.ShutdownTimeout < 0 {
 		return nil, invalid(registrar.OptionShutdownTimeout, opts.ShutdownTimeout.String(), "must not be negative", "use a duration such as 5s")
+	}
+	if opts.ShutdownDelay < 0 {
+		return nil, invalid(OptionShutdownDelay, opts.ShutdownDelay.String(), "must not be negative", "use 0 to stop at once, or a duration such as 5s")
 	}
 	path, err := csiplugin.ParseEndpoint(opts.Endpoint)
 	if err != nil {
@@ -244,6 +257,13 @@ func (d *Driver) Run(ctx context.Context) error {
 		}
 	}
 	reg.stop()
+	if err == nil && d.opts.ShutdownDelay > 0 {
+		d.log.Info("still serving before stopping", "shutdownDelay", d.opts.ShutdownDelay, "outcome", "draining")
+		select {
+		case <-time.After(d.opts.ShutdownDelay):
+		case <-serving.Done():
+		}
+	}
 	serving.Stop(d.opts.ShutdownTimeout)
 	if sock.Close() {
 		d.log.Info("CSI driver stopped; socket removed", "outcome", "removed")

@@ -67,6 +67,8 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 			Usage: "directory for the ephemeral volumes' data (a hostPath); empty: no volumes are published"},
 		&cli.StringFlag{Name: "kubelet-pods-dir", Value: stubdriver.DefaultKubeletPodsDir, EnvVars: env("kubelet-pods-dir"),
 			Usage: "the kubelet's pods directory, as mounted in this container: volumes are published only below it"},
+		&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("shutdown-delay"),
+			Usage: "keep serving the CSI socket this long after SIGTERM (rolling-update mode: the kubelet may still call this endpoint while the next pod takes over); 0 stops at once"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 	}
 	flags = append(flags, registrationFlags()...)
@@ -118,6 +120,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				StateDir:          c.String("state-dir"),
 				KubeletPodsDir:    c.String("kubelet-pods-dir"),
 				Register:          reg,
+				ShutdownDelay:     c.Duration("shutdown-delay"),
 				Logger:            log,
 			})
 		},

@@ -42,6 +42,7 @@ var optionFlags = map[registrar.Option]string{
 	registrar.OptionRollingUpdate:           "rolling-update",
 	registrar.OptionHTTPEndpoint:            "http-endpoint",
 	stubdriver.OptionEndpoint:               "endpoint",
+	stubdriver.OptionShutdownDelay:          "shutdown-delay",
 	stubdriver.OptionMaxVolumesPerNode:      "max-volumes-per-node",
 	stubdriver.OptionStateDir:               "state-dir",
 	stubdriver.OptionKubeletPodsDir:         "kubelet-pods-dir",
