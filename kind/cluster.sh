@@ -87,6 +87,9 @@ up() {
       step "node image: no registry answers: building it here (kind/nodeimage/build.sh)"
       bash "$here/nodeimage/build.sh" | tee "$STATE/nodeimage.log"
       image=$(tail -n1 "$STATE/nodeimage.log")
+      # A `make kind-node-image` that started the private dockerd before this run found
+      # it stops it at its end, while this run waited for that build: start it again.
+      [[ -z "$(engine_env)" ]] || bash "$here/dockerd/dockerd.sh" start
       offline_config "$image" "$config" ;;
     *) echo "KIND_NODE_IMAGE=$mode: use pinned or offline" >&2; exit 2 ;;
   esac

@@ -214,7 +214,8 @@ func setRolloutAnnotation(ctx context.Context, v string) error {
 	return err
 }
 
-// awaitNewPod waits for a pod of the DaemonSet that is not one of before.
+// awaitNewPod waits for a pod of the DaemonSet that is not one of before,
+// scheduled to a node.
 func awaitNewPod(t *testing.T, ctx context.Context, before map[string]*corev1.Pod) *corev1.Pod {
 	t.Helper()
 	old := map[types.UID]bool{}
@@ -228,7 +229,7 @@ func awaitNewPod(t *testing.T, ctx context.Context, before map[string]*corev1.Po
 			return false, err
 		}
 		for i := range l.Items {
-			if !old[l.Items[i].UID] {
+			if !old[l.Items[i].UID] && l.Items[i].Spec.NodeName != "" {
 				found = &l.Items[i]
 				return true, nil
 			}

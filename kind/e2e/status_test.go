@@ -393,6 +393,11 @@ func testStatusNotExpected(t *testing.T) {
 			t.Errorf("manifests/ not registered again: %v", err)
 		}
 	})
+	// The new template replaces the pods on the other nodes too: the rollout
+	// ends first, else a later status sees one of them terminating.
+	if err := cl.RolledOut(ctx, cfg.Driver, 3*podWait); err != nil {
+		t.Fatal(err)
+	}
 	r := awaitStatus(t, ctx, 3*podWait, node+" not expected, the others registered", func(r statusRun) bool {
 		d, n := r.driver(cfg.Driver), r.node(cfg.Driver, node)
 		return r.code == clusterstatus.ExitHealthy && d != nil && n != nil && n.State == clusterstatus.StateNotExpected &&
