@@ -86,3 +86,14 @@ E2E_DRIVER_RUN = env PLUGIN=$(CURDIR)/bin/kubectl-csi_registrar IMAGE=$(IMAGE) I
 	COMPARE=$(if $(COMPARE),$(abspath $(COMPARE))) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-driver.sh
 e2e-driver: e2e-driver-args e2e-driver-build ## registration cases on your driver (kubectl csi-registrar verify): DRIVER=<kustomize dir|manifest>[,more] [DRIVER_IMAGES=a.tar,b.tar] [COMPARE=other-registrar.tar]
 	@$(call with_node_lock,$(E2E_DRIVER_RUN))
+
+# What `make new-driver` writes, proven as written (kind/e2e-new-driver.sh): a project
+# (NEW_DRIVER_MODULE, default example.com/ci-csi; NEW_DRIVER_NAME, ci.csi.example.com)
+# generated into a temporary directory, then its make build, test and image, then
+# make e2e-driver on its manifests/ and image archive (the local node, under the node
+# lock for that step only); the directory is removed at the end. Each step timed.
+NEW_DRIVER_MODULE ?= example.com/ci-csi
+NEW_DRIVER_NAME   ?= ci.csi.example.com
+.PHONY: e2e-new-driver
+e2e-new-driver: ## a make new-driver project end to end: its build, test, image, then e2e-driver on its manifests (local node)
+	@GO=$(GO) NEW_DRIVER_MODULE=$(NEW_DRIVER_MODULE) NEW_DRIVER_NAME=$(NEW_DRIVER_NAME) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-new-driver.sh

@@ -31,10 +31,11 @@ func verifyCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 		Use:   "verify -f DIR|FILE [-f ...]",
 		Short: "Run the driver registration cases on a driver's manifests on this cluster (disruptive)",
 		Long: `Installs the driver of each -f (a kustomize directory or a manifest file) with csi-registrar
-(--registrar-image) in place of node-driver-registrar, runs the registration cases that make sense
-for any CSI driver -- deployed, registrar pod deleted, kubelet restarted, registration socket removed,
-driver container killed, rollout, uninstalled -- judged by the kubelet and the API (CSINode, the Node
-annotation, plugins_registry, the kubelet's log), never by a registrar's logs, and prints one table.
+(--registrar-image) in place of node-driver-registrar (or of the csi-registrar sidecar they run), runs
+the registration cases that make sense for any CSI driver -- deployed, registrar pod deleted, kubelet
+restarted, registration socket removed, driver container killed, rollout, uninstalled -- judged by the
+kubelet and the API (CSINode, the Node annotation, plugins_registry, the kubelet's log), never by a
+registrar's logs, and prints one table.
 --compare runs them again with other registrar images, side by side.
 
 The rollout case rolls the node plugin workload (a pod template annotation) as its manifests say and

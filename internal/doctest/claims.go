@@ -235,7 +235,9 @@ var targetName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // makeTargets returns the targets of the make commands in a command line:
 // after each word "make", its options and VAR=value assignments skipped,
-// the first word that is a target's name ("make local-*" names none).
+// the first word that is a target's name ("make local-*" names none). A
+// make command with -C or -f runs another Makefile (e.g. a generated
+// project's): its target is not this repository's, and is left out.
 func makeTargets(cmd string) []string {
 	var targets []string
 	words := strings.Fields(cmd)
@@ -243,15 +245,17 @@ func makeTargets(cmd string) []string {
 		if words[i] != "make" {
 			continue
 		}
+		other := false
 		for j := i + 1; j < len(words); j++ {
 			w := strings.TrimRight(words[j], ",.:;)`'\"")
 			if strings.HasPrefix(w, "-") || strings.Contains(w, "=") {
 				if w == "-C" || w == "-f" {
+					other = true
 					j++
 				}
 				continue
 			}
-			if targetName.MatchString(w) {
+			if targetName.MatchString(w) && !other {
 				targets = append(targets, w)
 			}
 			i = j

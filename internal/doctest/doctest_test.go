@@ -219,7 +219,7 @@ func TestClaimsCaught(t *testing.T) {
 		"| `--no-such-flag` | `1` | not a flag |\n\n" +
 		"`--registration-retry-max` (5 min by default), `--connection-timeout=1s`, the default.\n\n" +
 		"Run `make test`, then `make no-such-target K8S=1.34`; not `make local-*`.\n\n" +
-		"```sh illustrative\nmake -n bench   # make sure\n```\n"})
+		"```sh illustrative\nmake -n bench   # make sure\nmake -C ../mydriver verify   # another Makefile's target: not checked\n```\n"})
 	help := parseHelpOf(t, "   --timeout value                    timeout (default: 1s) [$CSI_REGISTRAR_TIMEOUT]\n"+
 		"   --kubelet-wait value               re-create (default: 2m0s) [$CSI_REGISTRAR_KUBELET_WAIT]\n"+
 		"   --kubelet-registration-path value  the path (required) [$X]\n"+

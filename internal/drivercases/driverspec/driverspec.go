@@ -1,6 +1,7 @@
 // Package driverspec reads a CSI driver's rendered manifests the way the
 // registration e2e suite needs them (`make e2e-driver`): it swaps every
-// node-driver-registrar image for the csi-registrar image under test, leaving
+// node-driver-registrar image (and the image of a csi-registrar registrar
+// sidecar) for the csi-registrar image under test, leaving
 // every other field as written, and learns from the objects what to expect
 // from the kubelet: the node plugin workload (a DaemonSet, StatefulSet or
 // Deployment whose pod mounts the kubelet's plugins_registry), its registrar
@@ -71,8 +72,8 @@ type Spec struct {
 	// name none, as kubectl applies them).
 	Namespace string
 	// Registrar is the registrar container in the workload's pod; empty when
-	// no container runs a node-driver-registrar image (the driver registers
-	// in-process).
+	// no container runs a node-driver-registrar image or csi-registrar's
+	// register command (the driver registers in-process).
 	Registrar string
 
 	// DriverName is the name the kubelet must register, from the registrar's
@@ -107,7 +108,8 @@ type Spec struct {
 
 // Parse reads rendered manifests (YAML documents separated by ---), swaps
 // the image of every container whose image repository ends in
-// node-driver-registrar for registrarImage, and learns the Spec.
+// node-driver-registrar, and of every csi-registrar registrar sidecar, for
+// registrarImage, and learns the Spec.
 func Parse(rendered []byte, registrarImage string) (*Spec, error) {
 	if registrarImage == "" {
 		return nil, errors.New("the registrar image under test is empty: pass it (kubectl csi-registrar verify --registrar-image, e.g. csi-registrar:dev)")
@@ -135,7 +137,7 @@ func Parse(rendered []byte, registrarImage string) (*Spec, error) {
 			for _, c := range cs {
 				ct, _ := c.(map[string]any)
 				img, _ := ct["image"].(string)
-				if !IsUpstreamRegistrar(img) {
+				if !IsUpstreamRegistrar(img) && !isCSIRegistrarSidecar(ct) {
 					continue
 				}
 				cname, _ := ct["name"].(string)
@@ -158,7 +160,7 @@ func Parse(rendered []byte, registrarImage string) (*Spec, error) {
 	}
 	switch len(nodeSets) {
 	case 0:
-		what := "and no container image's repository ends in \"" + UpstreamRegistrarSuffix + "\""
+		what := "and no container image's repository ends in \"" + UpstreamRegistrarSuffix + "\" (nor runs csi-registrar register)"
 		if len(s.Swaps) > 0 {
 			what = "so the registrar containers found (" + swapList(s.Swaps) + ") cannot register"
 		}
@@ -370,6 +372,32 @@ func RollingUpdateIn(c *corev1.Container) string {
 		}
 	}
 	return ""
+}
+
+// isCSIRegistrarSidecar reports whether the container runs csi-registrar as
+// a registrar sidecar: an image whose repository's last element is
+// csi-registrar, running its register command (the image's entrypoint when
+// the container names no command). Its image is swapped as upstream's is. A
+// container running `csi-registrar driver` (the reference driver, which may
+// register in-process) is not one.
+func isCSIRegistrarSidecar(ct map[string]any) bool {
+	img, _ := ct["image"].(string)
+	if path.Base(Repository(img)) != "csi-registrar" {
+		return false
+	}
+	var words []string
+	for _, field := range []string{"command", "args"} {
+		l, _ := ct[field].([]any)
+		for _, w := range l {
+			s, _ := w.(string)
+			words = append(words, s)
+		}
+	}
+	cmd, _ := ct["command"].([]any)
+	if len(cmd) == 0 {
+		return true // the entrypoint: csi-registrar register, then the args
+	}
+	return len(words) > 1 && path.Base(words[0]) == "csi-registrar" && words[1] == "register"
 }
 
 // IsUpstreamRegistrar reports whether image is a node-driver-registrar

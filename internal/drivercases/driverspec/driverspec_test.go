@@ -184,7 +184,7 @@ func TestParseErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, in, want string
 	}{
-		{"no registrar, no plugins_registry", strings.Replace(string(minimalWith("csi-registrar:v1", args)), "{name: reg, hostPath: {path: /var/lib/kubelet/plugins_registry}}", "{name: reg, emptyDir: {}}", 1), `and no container image's repository ends in "node-driver-registrar"`},
+		{"no registrar, no plugins_registry", strings.Replace(string(minimalWith("example.com/mydriver:v1", args)), "{name: reg, hostPath: {path: /var/lib/kubelet/plugins_registry}}", "{name: reg, emptyDir: {}}", 1), `and no container image's repository ends in "node-driver-registrar"`},
 		{"two DaemonSets", ok + "---\n" + strings.Replace(ok, "name: node,", "name: node2,", 1), "2 workloads mount the kubelet's <kubelet root>/plugins_registry (DaemonSet kube-system/node, DaemonSet kube-system/node2)"},
 		{"no plugins_registry", strings.Replace(ok, "{name: reg, hostPath: {path: /var/lib/kubelet/plugins_registry}}", "{name: reg, emptyDir: {}}", 1), "no DaemonSet, StatefulSet or Deployment for Linux nodes mounts the kubelet's <kubelet root>/plugins_registry from the node (a hostPath volume), so the registrar containers found (DaemonSet kube-system/node, container reg"},
 		{"no registration path", string(minimalWith("registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0", `"--csi-address=/plugin/csi.sock"`)), "no --kubelet-registration-path"},
@@ -200,6 +200,39 @@ func TestParseErrors(t *testing.T) {
 	s := mustParse(t, []byte(ok+"---\n"+windows))
 	if len(s.Swaps) != 2 || s.Workload.Name != "node" {
 		t.Errorf("swaps %v, workload %s: want both swapped, node checked", s.Swaps, s.Workload)
+	}
+}
+
+// A csi-registrar sidecar (the image's register entrypoint, as make
+// new-driver's manifests run it) is the registrar, swapped like upstream's;
+// csi-registrar running its driver command is not.
+func TestParseCSIRegistrarSidecar(t *testing.T) {
+	args := `"--csi-address=/plugin/csi.sock", "--kubelet-registration-path=/var/lib/kubelet/plugins/x.example.com/csi.sock"`
+	for _, c := range []struct {
+		name, image, command, registrar string
+	}{
+		{"entrypoint", "ghcr.io/example/csi-registrar:v0.1.0", "", "reg"},
+		{"register command", "csi-registrar", `["/csi-registrar", "register"]`, "reg"},
+		{"driver command", "csi-registrar", `["/csi-registrar", "driver"]`, ""},
+		{"another image", "example.com/csi-registrar-fork:v1", "", ""},
+	} {
+		in := string(minimalWith(c.image, args))
+		if c.command != "" {
+			in = strings.Replace(in, "        args: [", "        command: "+c.command+"\n        args: [", 1)
+		}
+		s, err := Parse([]byte(in), underTest)
+		if c.registrar == "" {
+			if s != nil && s.Registrar != "" {
+				t.Errorf("%s: registrar %q, want none", c.name, s.Registrar)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if s.Registrar != c.registrar || len(s.Swaps) != 1 || s.Swaps[0].To != underTest || s.RegistrationPath == "" {
+			t.Errorf("%s: registrar %q, swaps %v, registration path %q: want %s swapped to %s", c.name, s.Registrar, s.Swaps, s.RegistrationPath, c.registrar, underTest)
+		}
 	}
 }
 
