@@ -449,6 +449,10 @@ func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]stri
 	if err != nil {
 		return nil, err
 	}
+	if hash == "" {
+		// The controller has not written the template's revision yet.
+		return append(p, fmt.Sprintf("DaemonSet %s/%s has no ControllerRevision yet", ds.Namespace, ds.Name)), nil
+	}
 	for node, pod := range pods {
 		// The revision, not the generation: a rollout undo makes an earlier
 		// revision current again, and its pods are up to date.
@@ -485,7 +489,7 @@ func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]stri
 
 // currentRevisionHash returns the controller-revision-hash of the
 // DaemonSet's current template: that of its ControllerRevision with the
-// highest revision.
+// highest revision; "" while there is none yet.
 func (c *Cluster) currentRevisionHash(ctx context.Context, ds *appsv1.DaemonSet) (string, error) {
 	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil {
@@ -503,7 +507,7 @@ func (c *Cluster) currentRevisionHash(ctx context.Context, ds *appsv1.DaemonSet)
 		}
 	}
 	if cur == nil {
-		return "", fmt.Errorf("DaemonSet %s/%s has no ControllerRevision yet", ds.Namespace, ds.Name)
+		return "", nil
 	}
 	return cur.Labels[appsv1.DefaultDaemonSetUniqueLabelKey], nil
 }
