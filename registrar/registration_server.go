@@ -33,6 +33,9 @@ type registrationServer struct {
 	mu       sync.Mutex
 	getInfos int
 	notified *registerapi.RegistrationStatus // last status, nil before the first
+	// answered is getInfos at the last Notify: a GetInfo after it is a
+	// registration the kubelet has not finished.
+	answered int
 
 	signal chan struct{} // capacity 1: "something was recorded"
 }
@@ -89,6 +92,7 @@ func (s *registrationServer) info() *registerapi.PluginInfo {
 func (s *registrationServer) NotifyRegistrationStatus(ctx context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
 	s.mu.Lock()
 	s.notified = &registerapi.RegistrationStatus{PluginRegistered: st.PluginRegistered, Error: st.Error}
+	s.answered = s.getInfos
 	s.mu.Unlock()
 	if s.hooks.onNotify != nil {
 		s.hooks.onNotify(st)
@@ -102,6 +106,14 @@ func (s *registrationServer) notify() {
 	case s.signal <- struct{}{}:
 	default:
 	}
+}
+
+// registering reports whether the kubelet called GetInfo and has not sent
+// its NotifyRegistrationStatus since: a registration in progress.
+func (s *registrationServer) registering() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.getInfos > s.answered
 }
 
 // snapshot returns how many GetInfo calls arrived and the last status.
@@ -152,12 +164,39 @@ func (ss *servingSocket) stop() bool {
 }
 
 // retire is stop without an unlink of the socket's name (sockfile's
-// Retire): the kubelet does not unregister the driver.
+// Retire): the kubelet does not unregister the driver. A registration the
+// kubelet has under way on the socket is let finish first (at most
+// notifyWait): a kubelet from 1.36 whose NotifyRegistrationStatus cannot be
+// delivered unregisters the driver, whoever registered it last.
 func (ss *servingSocket) retire() bool {
+	ss.awaitNotify(notifyWait)
 	ss.endWatches()
 	retired := ss.sock.Retire()
 	ss.serving.Stop(ss.grace)
 	return retired
+}
+
+// notifyWait bounds how long a socket is kept for a registration the kubelet
+// has under way: its NodeGetInfo on the driver, then its
+// NotifyRegistrationStatus; milliseconds on a healthy node. It stays well
+// within a pod's termination grace period, with the successor's wait.
+const notifyWait = 3 * time.Second
+
+// awaitNotify waits, at most max, until no registration is under way on the
+// socket. Only for a socket the loop no longer reads the signal of.
+func (ss *servingSocket) awaitNotify(max time.Duration) {
+	if !ss.server.registering() {
+		return
+	}
+	t := time.NewTimer(max)
+	defer t.Stop()
+	for ss.server.registering() {
+		select {
+		case <-ss.server.signal:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // endWatches ends the handover streams of this socket, which never end by

@@ -271,8 +271,11 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 		// It will leave; be confirmed after it, so that it can leave
 		// without unregistering the driver.
 		l.wantTakeBack("newer instance " + inst + " is terminating")
-	case self.Version > 0 && ev.st.ConfirmedAt != old.ConfirmedAt && mayBeConfirmedAfter(ev.st, self) && !ev.st.NewerThan(self):
-		l.wantTakeBack("the kubelet confirmed older instance " + inst + " after this one")
+	case self.Version > 0 && ev.st.ConfirmedAt != old.ConfirmedAt && mayBeConfirmedAfter(ev.st, self) &&
+		(!ev.st.NewerThan(self) || ev.st.Terminating):
+		// The kubelet registered an instance that should not hold the
+		// registration (an older one, or one that is leaving) after this one.
+		l.wantTakeBack("the kubelet confirmed instance " + inst + " (older, or leaving) after this one")
 	}
 	if l.roll.discover.armed() && l.allKnown() {
 		l.roll.discover.stop()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -199,5 +200,48 @@ func TestRollingUpdateKubeletSilenceAnnouncesAgain(t *testing.T) {
 	}
 	if !strings.Contains(metric(r), `csi_registrar_rolling_update_decisions_total{decision="take-back"} 1`) {
 		t.Errorf("metrics do not count the take-back:\n%s", metric(r))
+	}
+}
+
+// A socket the kubelet is registering (GetInfo answered, no Notify yet) is
+// kept until its Notify is delivered, even when its instance leaves: a
+// kubelet from 1.36 unregisters the driver when a Notify cannot be delivered
+// (seen in CI: an undo deleted the new pod during its registration).
+func TestRollingUpdateRetireLetsRegistrationFinish(t *testing.T) {
+	e := newEnv(t)
+	a, runA := startInstance(t, e, "pod-a")
+	sockA := announced(t, a, "")
+	b, _ := startInstance(t, e, "pod-b")
+	announced(t, b, "")
+	eventually(t, "the old instance standing by", func() bool { return a.Status().Stage == registrar.StageStandingBy })
+
+	// The kubelet (restarted) registers A's socket again: GetInfo now, Notify later.
+	conn, err := csiplugin.Dial(sockA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := registerapi.NewRegistrationClient(conn)
+	if _, err := registrartest.GetInfo(t.Context(), client); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- runA.stop(t) }()
+	// A leaves (B was confirmed after it): it says so, then would retire its
+	// socket at once. It must keep it while the registration is under way:
+	// give it the chance to take the socket away before the Notify.
+	eventually(t, "the old instance terminating", func() bool {
+		st, err := registrar.FetchInstanceState(t.Context(), sockA)
+		return err == nil && st.Terminating
+	})
+	poll(5*time.Millisecond, time.Second, func() bool { _, err := os.Lstat(sockA); return os.IsNotExist(err) })
+	if err := registrartest.Notify(t.Context(), client, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Errorf("the kubelet's NotifyRegistrationStatus on the leaving instance's socket failed: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sockA); !os.IsNotExist(err) {
+		t.Errorf("the old instance left its socket %s: %v", sockA, err)
 	}
 }
