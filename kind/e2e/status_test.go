@@ -401,14 +401,21 @@ func testStatusNotExpected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// With one node, the node plugin now runs on none: the driver is not
+	// registered anywhere (exit 1, with the reason), the node still "not
+	// expected". With more, the others stay registered (exit 0).
+	wantCode, wantProblem := clusterstatus.ExitHealthy, false
+	if len(allNodes) == 1 {
+		wantCode, wantProblem = clusterstatus.ExitUnhealthy, true
+	}
 	r := awaitStatus(t, ctx, 3*podWait, node+" not expected, the others registered", func(r statusRun) bool {
 		d, n := r.driver(cfg.Driver), r.node(cfg.Driver, node)
-		return r.code == clusterstatus.ExitHealthy && d != nil && n != nil && n.State == clusterstatus.StateNotExpected &&
-			d.Expected == len(allNodes)-1 && d.Registered == len(allNodes)-1
+		return r.code == wantCode && d != nil && n != nil && n.State == clusterstatus.StateNotExpected &&
+			d.Expected == len(allNodes)-1 && d.Registered == len(allNodes)-1 && (d.Problem != "") == wantProblem
 	}, "-o", "json")
 	wide := runStatus(t, ctx, "-o", "wide")
-	if wide.code != 0 || !strings.Contains(wide.stdout, "not expected") {
-		t.Errorf("wide: want exit 0 and %s not expected:\n%s", node, wide)
+	if wide.code != wantCode || !strings.Contains(wide.stdout, "not expected") {
+		t.Errorf("wide: want exit %d and %s not expected:\n%s", wantCode, node, wide)
 	}
 	t.Logf("%s", wide)
 	_ = r
