@@ -59,7 +59,11 @@ func TestMain(m *testing.M) {
 	_ = fs.Set("alsologtostderr", "false")
 	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(klogSink{})
-	os.Exit(m.Run())
+	code := m.Run()
+	if kubelet != nil {
+		os.RemoveAll(kubelet.root) // the fake volume host's directory, made once per process
+	}
+	os.Exit(code)
 }
 
 // ---- logs ------------------------------------------------------------------
@@ -104,6 +108,7 @@ func (klogSink) Write(p []byte) (int, error) {
 // kubelet) on a fake volume host whose API client is a fake clientset.
 type csiHandler struct {
 	client *fakeclient.Clientset // fake: records every write
+	root   string                // the fake volume host's directory
 }
 
 var (
@@ -133,7 +138,7 @@ func theCSIHandler(t *testing.T) *csiHandler {
 		// and creates the CSINode; the host waits for that.
 		volumetest.NewFakeKubeletVolumeHostWithCSINodeName(t, root, client, kubeletcsi.ProbeVolumePlugins(),
 			nodeName, driverLister, attachmentLister)
-		kubelet = &csiHandler{client: client}
+		kubelet = &csiHandler{client: client, root: root}
 	})
 	if kubelet == nil {
 		t.Fatal("the CSI plugin did not initialise")
