@@ -254,6 +254,16 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 				return
 			}
 		}
+		if !p.known {
+			// It never answered: a dead instance's socket, not one that
+			// left. Nothing changed for the kubelet.
+			l.log.Info("another instance's socket does not answer", "other", inst, "socket", filepath.Base(p.path), "err", ev.err)
+			if l.roll.discover.armed() && l.allKnown() {
+				l.roll.discover.stop()
+			}
+			l.decide()
+			return
+		}
 		l.log.Info("another instance left", "other", inst, "lastState", p.st, "err", ev.err)
 		l.wantTakeBack("instance " + inst + " left")
 		l.decide()
