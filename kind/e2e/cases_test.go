@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -197,7 +198,7 @@ func annotatedWith(node, driver string, want bool, idOK func(string) bool) func(
 		if n == nil {
 			return false
 		}
-		m, err := AnnotationMap(n)
+		m, err := drivercases.AnnotationMap(n)
 		if err != nil {
 			return false
 		}
@@ -211,13 +212,13 @@ func annotatedWith(node, driver string, want bool, idOK func(string) bool) func(
 
 func entryPresent(node string) func(State) bool {
 	return func(s State) bool {
-		return EntryProblems(CSINodeEntries(s.CSINode(node), cfg.Driver), node, cfg) == nil
+		return EntryProblems(drivercases.CSINodeEntries(s.CSINode(node), cfg.Driver), node, cfg) == nil
 	}
 }
 
 func entryAbsent(node string) func(State) bool {
 	return func(s State) bool {
-		return s.CSINode(node) != nil && len(CSINodeEntries(s.CSINode(node), cfg.Driver)) == 0
+		return s.CSINode(node) != nil && len(drivercases.CSINodeEntries(s.CSINode(node), cfg.Driver)) == 0
 	}
 }
 
@@ -236,7 +237,7 @@ func registryAtExit(ctx context.Context, podRec *Recorder, node string, uid type
 	go func() {
 		_, ev, err := podRec.Await(ctx, 0, podWait, "old registrar exited", func(s State) bool {
 			p := s.Pod(string(uid))
-			return p == nil || ContainerStatus(p, container).State.Terminated != nil ||
+			return p == nil || drivercases.ContainerStatus(p, container).State.Terminated != nil ||
 				p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 		})
 		if err != nil {
@@ -252,7 +253,7 @@ func registryAtExit(ctx context.Context, podRec *Recorder, node string, uid type
 func podIsReady(uid types.UID, want bool) func(State) bool {
 	return func(s State) bool {
 		p := s.Pod(string(uid))
-		return p != nil && PodReady(p) == want
+		return p != nil && drivercases.PodReady(p) == want
 	}
 }
 
@@ -298,7 +299,7 @@ func testDeployed(t *testing.T) {
 	}
 	for _, n := range allNodes {
 		pod := podOn(t, ctx, n)
-		if !PodReady(pod) {
+		if !drivercases.PodReady(pod) {
 			t.Errorf("pod %s on %s is not Ready", pod.Name, n)
 		}
 		r, err := cl.Registered(ctx, n, cfg.Driver)
@@ -309,7 +310,7 @@ func testDeployed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := AnnotationMap(nd)
+		m, err := drivercases.AnnotationMap(nd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,7 +402,7 @@ func testPodDeleted(t *testing.T) {
 	var newUID types.UID
 	_, ev = await(t, ctx, podRec, 0, podWait, "new pod Ready", func(s State) bool {
 		for _, p := range s.Pods() {
-			if p.Spec.NodeName == n && p.UID != old.UID && PodReady(p) {
+			if p.Spec.NodeName == n && p.UID != old.UID && drivercases.PodReady(p) {
 				newUID = p.UID
 				return true
 			}
@@ -611,24 +612,24 @@ func testSocketRemoved(t *testing.T) {
 func testDriverKilled(t *testing.T) {
 	ctx, n := begin(t)
 	pod := podOn(t, ctx, n)
-	if rc := ContainerStatus(pod, "registrar").RestartCount; rc != 0 {
+	if rc := drivercases.ContainerStatus(pod, "registrar").RestartCount; rc != 0 {
 		t.Fatalf("registrar restartCount %d before the case, want 0", rc)
 	}
 	m0 := metrics(t, ctx, pod.Name)
 	sock0 := regSocket(t, ctx, n)
 	nodeRec, cnRec := recordNode(t, ctx, n)
 	podRec := recordPods(t, ctx)
-	driver := ContainerStatus(pod, "driver")
+	driver := drivercases.ContainerStatus(pod, "driver")
 
 	t0 := time.Now()
-	if err := cl.Provider.KillContainer(ctx, n, ContainerID(driver)); err != nil {
+	if err := cl.Provider.KillContainer(ctx, n, drivercases.ContainerID(driver)); err != nil {
 		t.Fatal(err)
 	}
 	notReady, ev := await(t, ctx, podRec, 0, shortWait, "pod not Ready", podIsReady(pod.UID, false))
 	measure(t, "driver killed -> pod not Ready", ev.At.Sub(t0))
 	_, ev = await(t, ctx, podRec, notReady+1, podWait, "pod Ready with the driver restarted", func(s State) bool {
 		p := s.Pod(string(pod.UID))
-		return p != nil && PodReady(p) && ContainerStatus(p, "driver").RestartCount > driver.RestartCount
+		return p != nil && drivercases.PodReady(p) && drivercases.ContainerStatus(p, "driver").RestartCount > driver.RestartCount
 	})
 	measure(t, "driver killed -> pod Ready again", ev.At.Sub(t0))
 
@@ -640,7 +641,7 @@ func testDriverKilled(t *testing.T) {
 	}
 	checkSameContainers(t, ctx, pod, map[string]int32{"driver": 1})
 	now := podOn(t, ctx, n)
-	if rc := ContainerStatus(now, "registrar").RestartCount; rc != 0 {
+	if rc := drivercases.ContainerStatus(now, "registrar").RestartCount; rc != 0 {
 		t.Errorf("registrar restartCount %d, want 0", rc)
 	}
 	if s := regSocket(t, ctx, n); s.ID() != sock0.ID() {
@@ -761,7 +762,7 @@ func testKubeletRejects(t *testing.T) {
 	for _, n := range allNodes {
 		_, ev := await(t, ctx, podRec, 0, podWait, "overlay pod running on "+n, func(s State) bool {
 			for _, p := range s.Pods() {
-				if p.Spec.NodeName == n && ContainerStatus(p, "registrar").State.Running != nil {
+				if p.Spec.NodeName == n && drivercases.ContainerStatus(p, "registrar").State.Running != nil {
 					pods[n] = p
 					return true
 				}
@@ -814,7 +815,7 @@ func testKubeletRejects(t *testing.T) {
 	checkDoctor(t, ctx, 1, "collides with the Node's label "+key+"="+collide, "not registered") // named by csi-registrar doctor
 	if bad := podRec.All(0, func(s State) bool {
 		for _, p := range s.Pods() {
-			if PodReady(p) {
+			if drivercases.PodReady(p) {
 				return false
 			}
 		}

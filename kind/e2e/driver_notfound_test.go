@@ -97,7 +97,7 @@ func TestDriverContainerNotFound(t *testing.T) {
 		wantSock, "on node " + first,
 		"tried: the socket file " + wantSock,
 		"/proc/<pid>/fd", "/proc/<pid>/net/unix", "/proc/<pid>/root", "/proc/<pid>/cgroup",
-		"in container " + sockowner.ShortID(ContainerID(ContainerStatus(drivers[first], "driver"))),
+		"in container " + sockowner.ShortID(drivercases.ContainerID(drivercases.ContainerStatus(drivers[first], "driver"))),
 	}
 	for _, w := range want {
 		if !strings.Contains(msg, w) {
@@ -123,7 +123,7 @@ func waitElsewhere(t *testing.T, ctx context.Context) map[string]map[string]*cor
 			}
 			pods[app] = map[string]*corev1.Pod{}
 			for i := range l.Items {
-				if p := &l.Items[i]; p.DeletionTimestamp == nil && PodReady(p) {
+				if p := &l.Items[i]; p.DeletionTimestamp == nil && drivercases.PodReady(p) {
 					pods[app][p.Spec.NodeName] = p
 				}
 			}

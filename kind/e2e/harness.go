@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -259,16 +260,6 @@ func (c *Cluster) PodOn(ctx context.Context, node string) (*corev1.Pod, error) {
 	return nil, fmt.Errorf("no pod of DaemonSet %s on node %s", c.DaemonSet, node)
 }
 
-// PodReady reports the pod's Ready condition.
-func PodReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // NodeReady reports the node's Ready condition and its last heartbeat.
 func NodeReady(n *corev1.Node) (bool, time.Time) {
 	for _, c := range n.Status.Conditions {
@@ -277,24 +268,6 @@ func NodeReady(n *corev1.Node) (bool, time.Time) {
 		}
 	}
 	return false, time.Time{}
-}
-
-// ContainerStatus returns the status of the named container.
-func ContainerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == name {
-			return s
-		}
-	}
-	return corev1.ContainerStatus{Name: name}
-}
-
-// ContainerID strips the runtime prefix (containerd://) from a container ID.
-func ContainerID(s corev1.ContainerStatus) string {
-	if _, id, ok := strings.Cut(s.ContainerID, "://"); ok {
-		return id
-	}
-	return s.ContainerID
 }
 
 // Restarts is "driver=N registrar=M" for a pod: the containers' restartCounts.
@@ -314,30 +287,6 @@ type Registration struct {
 	Labels     map[string]string // the node's labels
 }
 
-// AnnotationMap decodes the node ID annotation ({} when absent), as
-// csiplugin.ParseNodeIDAnnotation does for every reader of it.
-func AnnotationMap(n *corev1.Node) (map[string]string, error) {
-	m, err := csiplugin.ParseNodeIDAnnotation(n.Annotations[csiplugin.NodeIDAnnotation])
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", n.Name, err)
-	}
-	return m, nil
-}
-
-// CSINodeEntries returns the CSINode's entries for driver.
-func CSINodeEntries(cn *storagev1.CSINode, driver string) []storagev1.CSINodeDriver {
-	if cn == nil {
-		return nil
-	}
-	var out []storagev1.CSINodeDriver
-	for _, d := range cn.Spec.Drivers {
-		if d.Name == driver {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // Registered reads what the kubelet wrote for the driver on node.
 func (c *Cluster) Registered(ctx context.Context, node, driver string) (Registration, error) {
 	var r Registration
@@ -345,7 +294,7 @@ func (c *Cluster) Registered(ctx context.Context, node, driver string) (Registra
 	if err != nil {
 		return r, err
 	}
-	m, err := AnnotationMap(n)
+	m, err := drivercases.AnnotationMap(n)
 	if err != nil {
 		return r, err
 	}
@@ -357,7 +306,7 @@ func (c *Cluster) Registered(ctx context.Context, node, driver string) (Registra
 	case err != nil:
 		return r, err
 	default:
-		r.Entries = CSINodeEntries(cn, driver)
+		r.Entries = drivercases.CSINodeEntries(cn, driver)
 	}
 	return r, nil
 }
@@ -459,7 +408,7 @@ func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]stri
 		if got := pod.Labels[appsv1.ControllerRevisionHashLabelKey]; got != hash {
 			p = append(p, fmt.Sprintf("pod %s on %s is of revision %s, want %s", pod.Name, node, got, hash))
 		}
-		if !PodReady(pod) {
+		if !drivercases.PodReady(pod) {
 			p = append(p, fmt.Sprintf("pod %s on %s is not Ready", pod.Name, node))
 			continue
 		}
@@ -606,7 +555,7 @@ func (c *Cluster) Diagnostics(ctx context.Context, nodes []string) string {
 		fmt.Fprintf(&b, "(pods: %v)\n", err)
 	} else {
 		for _, p := range pods.Items {
-			fmt.Fprintf(&b, "==== pod %s on %s: phase %s, Ready %v, deleting %v\n", p.Name, p.Spec.NodeName, p.Status.Phase, PodReady(&p), p.DeletionTimestamp != nil)
+			fmt.Fprintf(&b, "==== pod %s on %s: phase %s, Ready %v, deleting %v\n", p.Name, p.Spec.NodeName, p.Status.Phase, drivercases.PodReady(&p), p.DeletionTimestamp != nil)
 			for _, s := range p.Status.ContainerStatuses {
 				js, _ := json.Marshal(s.State)
 				fmt.Fprintf(&b, "  container %s: ready %v, restarts %d, state %s\n", s.Name, s.Ready, s.RestartCount, js)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 )
 
@@ -187,14 +188,14 @@ func registrationGaps(r nodeRecorders, from recorderPos, driver, node string) []
 	}
 	check("CSINode entry", r.csinode.Events(from.csinode), func(s State) bool {
 		cn := s.CSINode(node)
-		return cn != nil && len(CSINodeEntries(cn, driver)) > 0
+		return cn != nil && len(drivercases.CSINodeEntries(cn, driver)) > 0
 	})
 	check("annotation key", r.node.Events(from.node), func(s State) bool {
 		n := s.Node(node)
 		if n == nil {
 			return false
 		}
-		m, err := AnnotationMap(n)
+		m, err := drivercases.AnnotationMap(n)
 		_, ok := m[driver]
 		return err == nil && ok
 	})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/clusterstatus"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -558,7 +559,7 @@ func testStatusUpstream(t *testing.T) {
 	upstreamOn := func() bool {
 		for _, n := range allNodes {
 			p, err := cl.PodOn(ctx, n)
-			if err != nil || p.DeletionTimestamp != nil || ContainerStatus(p, "registrar").Image == "" ||
+			if err != nil || p.DeletionTimestamp != nil || drivercases.ContainerStatus(p, "registrar").Image == "" ||
 				!strings.Contains(p.Spec.Containers[1].Image, "csi-node-driver-registrar") {
 				return false
 			}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -237,7 +238,7 @@ func setup(ctx context.Context, root string) error {
 	}
 	for i, n := range allNodes {
 		_, ev, err := recs[i].Await(ctx, 0, time.Second, "entry registered", func(s State) bool {
-			return len(CSINodeEntries(s.CSINode(n), cfg.Driver)) == 1
+			return len(drivercases.CSINodeEntries(s.CSINode(n), cfg.Driver)) == 1
 		})
 		if err != nil {
 			return err
@@ -245,7 +246,7 @@ func setup(ctx context.Context, root string) error {
 		record("setup", fmt.Sprintf("apply -k manifests/ -> CSINode entry on %s", n), ev.At.Sub(t0))
 		_, ev, err = pods.Await(ctx, 0, time.Second, "pod Ready", func(s State) bool {
 			for _, p := range s.Pods() {
-				if p.Spec.NodeName == n && PodReady(p) {
+				if p.Spec.NodeName == n && drivercases.PodReady(p) {
 					return true
 				}
 			}
@@ -282,7 +283,7 @@ func clearRegistration(ctx context.Context, node, driver string) error {
 	if err != nil {
 		return err
 	}
-	m, err := AnnotationMap(nd)
+	m, err := drivercases.AnnotationMap(nd)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 )
 
 // The reference driver as a template: its one real feature, CSI ephemeral
@@ -231,7 +233,7 @@ func waitExamplePod(t *testing.T, ctx context.Context) *corev1.Pod {
 			return false, fmt.Errorf("pod %s ended: %s", p.Name, p.Status.Phase)
 		}
 		pod = p
-		return p.Status.Phase == corev1.PodRunning && PodReady(p), nil
+		return p.Status.Phase == corev1.PodRunning && drivercases.PodReady(p), nil
 	})
 	if err != nil {
 		t.Fatalf("example pod not Running and Ready within %s: %v", podWait, err)

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/kind/e2e"
 )
 
@@ -211,7 +212,7 @@ func waitRegistered(ctx context.Context, cl *e2e.Cluster, driver string, timeout
 		if err == nil {
 			for _, n := range nodes.Items {
 				cn, err := cl.Client.StorageV1().CSINodes().Get(ctx, n.Name, metav1.GetOptions{})
-				if err != nil || len(e2e.CSINodeEntries(cn, driver)) == 0 {
+				if err != nil || len(drivercases.CSINodeEntries(cn, driver)) == 0 {
 					missing = append(missing, n.Name)
 				}
 			}
