@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -481,18 +482,35 @@ func (l *loop) rollExit() {
 	self := l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
 	l.drainPeerEvents()
 	inst, succ := l.confirmedSuccessor(self)
-	if succ == nil && l.othersEligible() {
+	if succ == nil && l.othersMayHold() {
 		// Another instance may take the registration now that this one
-		// says it is terminating: give it the time to be confirmed.
+		// says it is terminating: give it the time to be confirmed. Meanwhile
+		// the kubelet's verdict on this instance's announcement still counts
+		// (the others decide on it), and an instance that starts now is
+		// watched: either may be the one confirmed after this one.
 		wait := l.r.clock.NewTimer(successorWait)
+		var signal <-chan struct{}
+		if l.sock.cur != nil {
+			signal = l.sock.cur.server.signal
+		}
+		files := l.watcher.Events
 	waiting:
-		for succ == nil && l.othersEligible() {
+		for succ == nil && l.othersMayHold() {
 			select {
 			case ev := <-l.roll.events:
 				l.onPeerEvent(ev)
+			case <-signal:
+				l.onExitNotify()
+			case ev, ok := <-files:
+				if !ok {
+					files = nil
+					continue
+				}
+				l.onExitFileEvent(ev)
 			case <-wait.C():
 				break waiting
 			}
+			self, _ = l.roll.self.get()
 			inst, succ = l.confirmedSuccessor(self)
 		}
 		wait.Stop()
@@ -529,6 +547,47 @@ func (l *loop) rollExit() {
 	}()
 	l.roll.watches.Wait()
 	close(l.roll.events)
+}
+
+// othersMayHold reports whether another instance may yet take the
+// registration: one that is eligible, or one that has not answered yet (a
+// pod that is starting; a dead instance's socket stops counting once its
+// watch gives up, after firstStateWait).
+func (l *loop) othersMayHold() bool {
+	return l.othersEligible() || !l.allKnown()
+}
+
+// onExitNotify records the kubelet's verdict on the current announcement
+// while this instance leaves: a registration the kubelet finished now is
+// published (Confirmed, ConfirmedAt), so that a newer instance confirmed
+// before it takes the registration back, and this instance then sees that
+// successor. It never announces again.
+func (l *loop) onExitNotify() {
+	n, last := l.sock.cur.server.snapshot()
+	l.sock.getInfos = n
+	if last == nil || last == l.sock.handled {
+		return
+	}
+	l.sock.handled = last
+	if !last.PluginRegistered {
+		return // not registered: the socket is unlinked at exit, which is safe
+	}
+	now := l.r.clock.Now().UnixMilli()
+	self := l.roll.self.update(func(st *InstanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
+	l.decision(decisionConfirmed, "kubelet confirmed the announcement of this instance, which is leaving", "version", csiplugin.RollingUpdateVersion(self.Version))
+}
+
+// onExitFileEvent watches an instance whose socket appears while this one
+// leaves.
+func (l *loop) onExitFileEvent(ev fsnotify.Event) {
+	name := filepath.Clean(ev.Name)
+	if filepath.Dir(name) != l.roll.dir || !ev.Has(fsnotify.Create) {
+		return
+	}
+	inst, v, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, filepath.Base(name))
+	if self, _ := l.roll.self.get(); ok && inst != self.Instance {
+		l.watchInstance(inst, name, v)
+	}
 }
 
 // drainPeerEvents applies the peer events already sent.

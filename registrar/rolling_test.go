@@ -245,3 +245,51 @@ func TestRollingUpdateRetireLetsRegistrationFinish(t *testing.T) {
 		t.Errorf("the old instance left its socket %s: %v", sockA, err)
 	}
 }
+
+// An instance that is leaving, with no successor yet, watches an instance
+// that starts meanwhile: once the kubelet confirms that one, it leaves
+// without a Remove of its socket, even while another instance (here an
+// older one, whose take-back the kubelet has not registered) stays
+// eligible. Seen on a real kubelet: a rollout undone while the new pod
+// started; the leaving pod never saw the newest one and unlinked its socket
+// by name, and the kubelet unregistered the driver for 3 s.
+func TestRollingUpdateLeavingInstanceWatchesNewcomers(t *testing.T) {
+	e := newEnv(t)
+	events := watchDir(t, e.regDir)
+
+	p, _ := startInstance(t, e, "pod-p")
+	announced(t, p, "")
+	a, runA := startInstance(t, e, "pod-a")
+	sockA := announced(t, a, "")
+	eventually(t, "the oldest instance standing by", func() bool { return p.Status().Stage == registrar.StageStandingBy })
+
+	// pod-a is deleted: it waits for a successor; pod-p announces again to
+	// take the registration back, and the kubelet has not got to it yet.
+	runA.cancel()
+	eventually(t, "the leaving instance terminating", func() bool {
+		st, err := registrar.FetchInstanceState(t.Context(), sockA)
+		return err == nil && st.Terminating
+	})
+	// The newest pod starts now, and the kubelet registers it (pod-b then
+	// announces again at once when pod-a leaves: not awaited here).
+	b, _ := startInstance(t, e, "pod-b")
+	var sockB string
+	eventually(t, "pod-b's announcement", func() bool {
+		sockB = b.Status().SocketPath
+		return sockB != "" && answers(sockB)
+	})
+	if reg, err := registrartest.Register(t.Context(), sockB); err != nil || reg.Err != nil {
+		t.Fatal(err, reg)
+	}
+	select {
+	case <-runA.done:
+	case <-time.After(patience):
+		t.Fatal("the leaving instance did not return")
+	}
+	if events.removed(filepath.Base(sockA)) {
+		t.Errorf("the leaving instance removed %s by name although pod-b was confirmed after it: the kubelet would unregister the driver", filepath.Base(sockA))
+	}
+	if _, err := os.Lstat(sockA); !os.IsNotExist(err) {
+		t.Errorf("the leaving instance left its socket %s: %v", sockA, err)
+	}
+}

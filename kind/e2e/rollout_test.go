@@ -36,18 +36,13 @@ const (
 	rolloutAnnotation = "e2e.csi-registrar.io/rollout"
 )
 
-func TestRollingUpdate(t *testing.T) {
+func TestRollingUpdate(tt *testing.T) {
+	t := withRecap(tt)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	loadExampleImage(t, ctx)
 	t.Cleanup(func() { restoreBase(t) })
-	t.Cleanup(func() {
-		if t.Failed() {
-			dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
-			defer dcancel()
-			fmt.Println(cl.Diagnostics(dctx, allNodes))
-		}
-	})
+	diagnoseOnFailure(t)
 
 	// 1. The mode installed (manifests/ without it removed first).
 	if err := cl.Delete(ctx, manifestsDir); err != nil {
@@ -138,7 +133,7 @@ func TestRollingUpdate(t *testing.T) {
 // nodeRecorders watch one node's Node object and CSINode.
 type nodeRecorders struct{ node, csinode *Recorder }
 
-func recordRegistration(t *testing.T, ctx context.Context) map[string]nodeRecorders {
+func recordRegistration(t testing.TB, ctx context.Context) map[string]nodeRecorders {
 	t.Helper()
 	recs := map[string]nodeRecorders{}
 	for _, n := range allNodes {
@@ -217,7 +212,7 @@ func setRolloutAnnotation(ctx context.Context, v string) error {
 
 // awaitNewPod waits for a pod of the DaemonSet that is not one of before,
 // scheduled to a node.
-func awaitNewPod(t *testing.T, ctx context.Context, before map[string]*corev1.Pod) *corev1.Pod {
+func awaitNewPod(t testing.TB, ctx context.Context, before map[string]*corev1.Pod) *corev1.Pod {
 	t.Helper()
 	old := map[types.UID]bool{}
 	for _, p := range before {
@@ -255,7 +250,7 @@ type workload struct {
 	err    error
 }
 
-func startWorkload(t *testing.T, ctx context.Context) *workload {
+func startWorkload(t testing.TB, ctx context.Context) *workload {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}}
 	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -365,7 +360,7 @@ func workloadPod(i int, node string) *corev1.Pod {
 }
 
 // failedMounts fails the test for each FailedMount event of the workload.
-func failedMounts(t *testing.T, ctx context.Context) {
+func failedMounts(t testing.TB, ctx context.Context) {
 	t.Helper()
 	l, err := cl.Client.CoreV1().Events(rolloutNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -385,7 +380,7 @@ func failedMounts(t *testing.T, ctx context.Context) {
 
 // awaitWorkloadGone waits until the deleted workload pods are gone (their
 // volumes unpublished), then checks the events.
-func awaitWorkloadGone(t *testing.T, ctx context.Context) {
+func awaitWorkloadGone(t testing.TB, ctx context.Context) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := cl.Client.CoreV1().Pods(rolloutNamespace).List(ctx, metav1.ListOptions{})
@@ -398,7 +393,7 @@ func awaitWorkloadGone(t *testing.T, ctx context.Context) {
 }
 
 // restoreBase puts manifests/ back (without the mode) for the tests that follow.
-func restoreBase(t *testing.T) {
+func restoreBase(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := cl.Apply(ctx, manifestsDir); err != nil {

@@ -367,7 +367,7 @@ func record(scope, what string, d time.Duration) {
 }
 
 // measure records a time measured by test t.
-func measure(t *testing.T, what string, d time.Duration) {
+func measure(t testing.TB, what string, d time.Duration) {
 	t.Helper()
 	scope := t.Name()
 	if i := strings.IndexByte(scope, '/'); i >= 0 {

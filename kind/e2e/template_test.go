@@ -57,7 +57,7 @@ func TestTemplate(t *testing.T) {
 }
 
 // loadExampleImage loads the example workload's image onto the nodes.
-func loadExampleImage(t *testing.T, ctx context.Context) {
+func loadExampleImage(t testing.TB, ctx context.Context) {
 	t.Helper()
 	archive := os.Getenv("E2E_EXAMPLE_ARCHIVE")
 	if archive == "" {
