@@ -112,6 +112,13 @@ BENCH_KUBELET  ?= 1
 bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... adds upstream's column; ~15 min)
 	@BENCH_DIR=$(BENCH_DIR) BENCH_KUBELET=$(BENCH_KUBELET) IMAGE_TAR=$(IMAGE_TAR) GO=$(GO) bash kind/bench.sh
 
+# Rollouts side by side (verify's case 6 on the mode's and the plain manifests, with
+# UPSTREAM_REGISTRAR=<image archive of node-driver-registrar> beside), then ten rollouts
+# with faults (case 8); kind/bench-rollout.sh. Each step takes the node lock itself.
+.PHONY: bench-rollout
+bench-rollout: ## rollout figures: unregistered time and failed mounts, mode vs none vs upstream (UPSTREAM_REGISTRAR=archive), then 10 rollouts with faults (~15 min)
+	@bash kind/bench-rollout.sh
+
 # Figure 10 on every supported Kubernetes version (E2E_VERSIONS="1.35 1.37" limits
 # it): a rejected registration and its repair with the real kubelet; ~3 min a version.
 .PHONY: bench-retry

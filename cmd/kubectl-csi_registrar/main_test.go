@@ -24,6 +24,9 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"status", "--proxy-concurrency=0"}, `--proxy-concurrency "0"`},
 		{[]string{"status", "--kubeconfig", missing}, "kubeconfig"},
 		{[]string{"nosuchcommand"}, "unknown command"},
+		{[]string{"verify", "-f", "x", "--case", "1_deployed"}, `case "1_deployed"`},
+		{[]string{"verify", "-f", "x", "--case", "6_rollout", "--rollouts", "0"}, "--rollouts=0"},
+		{[]string{"verify", "-f", "x", "--registrar-logs", "maybe"}, "--registrar-logs=maybe"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), tc.args, &out, &errOut)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/internal/verify"
 )
 
@@ -42,6 +43,11 @@ The rollout case rolls the node plugin workload (a pod template annotation) as i
 reports per node how long the driver was unregistered and, when its CSIDriver lists Ephemeral, how many
 mounts of pods with a CSI inline volume (--node-image, running sleep) started every 0.3 s failed; it
 judges only manifests with csi-registrar's --rolling-update, and says "measured" otherwise.
+--case runs only the named cases (1 and 7 always run). Case 8_rollouts_with_faults runs only when named:
+--rollouts rollouts, each with a fault of cases 2-5 drawn at random within 3 s of the template change; it
+reports the registered time over the run, failed mounts, container restarts, and the open files, threads
+and memory of the process serving the registration socket and the files in plugins_registry, before and
+after (verdict "measured"; FAIL if not registered at the end or plugins_registry grew).
 
 DISRUPTIVE: on the node it acts on (one unless --node or --all-nodes) it restarts the kubelet, removes
 the registration socket and kills the driver's container, through a short-lived privileged pod
@@ -80,6 +86,12 @@ run (setup failed, interrupted).`,
 			}
 			if cfg.RegistrarImage == "" {
 				return badInput{errors.New("--registrar-image is empty: name the csi-registrar image the nodes can run, e.g. csi-registrar:dev")}
+			}
+			if err := drivercases.CheckCases(cfg.Cases); err != nil {
+				return badInput{fmt.Errorf("--case: %w", err)}
+			}
+			if cfg.Rollouts < 1 {
+				return badInput{fmt.Errorf("--rollouts=%d: want at least 1 (the rollouts of case %s)", cfg.Rollouts, drivercases.CaseRolloutsWithFaults)}
 			}
 			if cfg.AllNodes && len(cfg.Nodes) > 0 {
 				return badInput{errors.New("--all-nodes and --node exclude each other: pass one")}
@@ -132,6 +144,8 @@ run (setup failed, interrupted).`,
 	f.BoolVar(&cleanup, "cleanup", false, "remove what earlier runs left (every object labelled "+verify.RunLabel+") and exit")
 	f.StringVar(&kubectlPath, "kubectl", "kubectl", "kubectl binary for kustomize, apply and delete")
 	f.StringVar(&cfg.Workdir, "workdir", "", "directory for the manifests as applied (default: a temporary one, removed at the end)")
+	f.StringArrayVar(&cfg.Cases, "case", nil, "run only this case besides 1_deployed and 7_uninstalled (repeatable): one of "+strings.Join(drivercases.Cases(), ", ")+"; default: 2 to 6 ("+drivercases.CaseRolloutsWithFaults+" runs only when named)")
+	f.IntVar(&cfg.Rollouts, "rollouts", 10, "how many rollouts case "+drivercases.CaseRolloutsWithFaults+" makes, each with a fault of cases 2-5 at random")
 	f.DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "the whole run's deadline; the node pods end by themselves after it")
 	return cmd
 }

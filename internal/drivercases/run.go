@@ -25,7 +25,37 @@ const (
 	CaseDriverKilled   = "5_driver_container_killed"
 	CaseRollout        = "6_rollout"
 	CaseUninstalled    = "7_uninstalled"
+	// CaseRolloutsWithFaults runs only when chosen (Options.Cases): a series
+	// of rollouts with a fault of cases 2-5 in each.
+	CaseRolloutsWithFaults = "8_rollouts_with_faults"
 )
+
+// Cases returns the names of the cases that Options.Cases may choose:
+// 2-6, and 8 which runs only when chosen. Case 1 (the installation) and
+// case 7 (the uninstallation) always run.
+func Cases() []string {
+	return []string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}
+}
+
+// CheckCases returns an error naming the first name that is not one of
+// Cases, with the names it may be.
+func CheckCases(names []string) error {
+	for _, n := range names {
+		if !slices.Contains(Cases(), n) {
+			return fmt.Errorf("case %q: not a case that can be chosen; want one of %s (1_deployed and 7_uninstalled always run)", n, strings.Join(Cases(), ", "))
+		}
+	}
+	return nil
+}
+
+// chosen reports whether the case runs: every case 2-6 when none is chosen,
+// case 8 only when chosen.
+func (s *suite) chosen(name string) bool {
+	if len(s.opt.Cases) == 0 {
+		return name != CaseRolloutsWithFaults
+	}
+	return slices.Contains(s.opt.Cases, name)
+}
 
 // cases runs the seven cases in order on one deployment. Cases 2-6 need case
 // 1's registration; case 7 uninstalls.
@@ -40,7 +70,11 @@ func (s *suite) cases(ctx context.Context) {
 		{CaseSocketRemoved, "", s.socketRemoved},
 		{CaseDriverKilled, s.d.driver, s.driverKilled},
 		{CaseRollout, "", s.rollout},
+		{CaseRolloutsWithFaults, "", s.rolloutsWithFaults},
 	} {
+		if !s.chosen(c.name) {
+			continue
+		}
 		s.runCase(ctx, c.name, c.restarts, func(t *check) {
 			if !deployed {
 				t.Skipf("case 1 failed: the driver is not registered")

@@ -53,6 +53,11 @@ type Options struct {
 	// the rollout case starts (it runs `sleep`: busybox, as the node pod's
 	// image); empty: the rollout case measures the registration only.
 	WorkloadImage string
+	// Cases are the cases to run besides 1 and 7 (names of Cases(),
+	// checked with CheckCases); none: 2-6.
+	Cases []string
+	// Rollouts is how many rollouts case 8 makes (default 10).
+	Rollouts int
 	// OnRegistrar, when set, is told the registrar container once it is
 	// known (before the cases run).
 	OnRegistrar func(container string) error

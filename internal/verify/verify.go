@@ -56,6 +56,11 @@ type Config struct {
 	LocalSockets bool
 	// Workdir holds the manifests as applied (default: a temporary one).
 	Workdir string
+	// Cases are the cases to run besides 1 and 7 (drivercases.Cases;
+	// checked with drivercases.CheckCases); none: 2-6. Rollouts: how many
+	// rollouts case 8 makes.
+	Cases    []string
+	Rollouts int
 	// Timeout bounds the run; the node pods end by themselves after it.
 	Timeout time.Duration
 	Out     io.Writer
@@ -180,6 +185,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			opt := drivercases.Options{
 				Manifests: f, Rendered: rendered[fi], RegistrarImage: reg, RegisterTimeout: cfg.RegisterTimeout,
 				LabelKey: RunLabel, LabelValue: run, Out: out, WorkloadImage: cfg.NodeImage,
+				Cases: cfg.Cases, Rollouts: cfg.Rollouts,
 				Applied: filepath.Join(workdir, fmt.Sprintf("%d-%s.yaml", i, filepath.Base(f))),
 				OnRegistrar: func(c string) error {
 					if cfg.BlockRegistrarLogs {
