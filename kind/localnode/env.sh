@@ -13,32 +13,48 @@ LOCALNODE_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # module k8sbuild/1.37/, which pins the release's latest patch; unset, the newest folder.
 # LOCALNODE_K8S_VERSION (a full version) overrides both: down.sh uses it to stop a node
 # that was started with another version.
+# A pre-release is used only when named in full (K8S=1.38.0-alpha.0): its folder
+# k8sbuild/pre-<minor>/ is never the default, nor one of the supported versions.
 k8s_minor_dirs() { (cd "$LOCALNODE_SRC/k8sbuild" && ls -d 1.*/ 2>/dev/null | tr -d / | sort -V); }
+k8s_pinned() { awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$LOCALNODE_SRC/k8sbuild/$1/go.mod"; }
 if [[ -n "${LOCALNODE_K8S_VERSION:-}" ]]; then
   K8S_VERSION=$LOCALNODE_K8S_VERSION
 else
   _k8s_want=${K8S:-${K8S_VERSION:-}}
   _k8s_want=${_k8s_want#v}
+  _k8s_dir=
   if [[ -z "$_k8s_want" ]]; then
     K8S_MINOR=$(k8s_minor_dirs | tail -n1)
   elif [[ "$_k8s_want" =~ ^(1\.[0-9]+)(\.[0-9]+)?$ ]]; then
     K8S_MINOR=${BASH_REMATCH[1]}
+  elif [[ "$_k8s_want" =~ ^(1\.[0-9]+)\.[0-9]+-(alpha|beta|rc)\.[0-9]+$ ]]; then
+    K8S_MINOR=${BASH_REMATCH[1]}
+    _k8s_dir=pre-$K8S_MINOR
+    if [[ ! -f "$LOCALNODE_SRC/k8sbuild/$_k8s_dir/go.mod" || "$(k8s_pinned "$_k8s_dir")" != "v$_k8s_want" ]]; then
+      echo "K8S=$_k8s_want: this pre-release is not pinned in k8sbuild/$_k8s_dir/ (add it with kind/localnode/k8sbuild/gen-gomod.sh v$_k8s_want; not supported)" >&2
+      return 2 2>/dev/null || exit 2
+    fi
   else
     echo "K8S=$_k8s_want: not a Kubernetes version; use the minor release, e.g. K8S=1.37 (supported: $(k8s_minor_dirs | tr '\n' ' '))" >&2
     return 2 2>/dev/null || exit 2
   fi
-  if [[ ! -f "$LOCALNODE_SRC/k8sbuild/$K8S_MINOR/go.mod" ]]; then
+  _k8s_dir=${_k8s_dir:-$K8S_MINOR}
+  if [[ ! -f "$LOCALNODE_SRC/k8sbuild/$_k8s_dir/go.mod" ]]; then
     echo "K8S=$_k8s_want: Kubernetes $K8S_MINOR is not supported by the local node (supported: $(k8s_minor_dirs | tr '\n' ' ')); add it with kind/localnode/k8sbuild/gen-gomod.sh v$K8S_MINOR.N" >&2
+    [[ ! -f "$LOCALNODE_SRC/k8sbuild/pre-$K8S_MINOR/go.mod" ]] ||
+      echo "  (a pre-release is pinned, not supported: K8S=$(k8s_pinned "pre-$K8S_MINOR" | sed 's/^v//'))" >&2
     return 2 2>/dev/null || exit 2
   fi
-  K8S_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$LOCALNODE_SRC/k8sbuild/$K8S_MINOR/go.mod")
+  K8S_VERSION=$(k8s_pinned "$_k8s_dir")
   if [[ "$_k8s_want" =~ ^1\.[0-9]+\.[0-9]+$ && "v$_k8s_want" != "$K8S_VERSION" ]]; then
     echo "K8S_VERSION=v$_k8s_want: the local node builds $K8S_VERSION for Kubernetes $K8S_MINOR (the patch pinned in k8sbuild/$K8S_MINOR/go.mod)" >&2
   fi
-  unset _k8s_want
+  unset _k8s_want _k8s_dir
 fi
 K8S_MINOR=$(sed -E 's/^v(1\.[0-9]+)\..*/\1/' <<<"$K8S_VERSION")
 K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/$K8S_MINOR"
+# A pre-release (v1.38.0-alpha.0) builds from k8sbuild/pre-1.38/.
+[[ "$K8S_VERSION" != *-* ]] || K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/pre-$K8S_MINOR"
 LOCALNODE_ROOT="${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/csi-registrar/localnode"
 LOCALNODE_CACHE="$LOCALNODE_ROOT/$K8S_VERSION"
 LOCALNODE_BIN="$LOCALNODE_CACHE/bin"

@@ -249,11 +249,13 @@ build_lock() {
 # with the version stamped as Kubernetes' own hack/lib/version.sh does; build date = the
 # release tag's time. Sharing one set of flags lets the builds share the Go build cache.
 k8s_ldflags() {
-  local date pkg flags="-s -w"
+  local date pkg flags="-s -w" minor=${K8S_MINOR#1.}
+  # A pre-release's minor ends in "+" (v1.38.0-alpha.0: "38+"), as version.sh makes it.
+  [[ "$K8S_VERSION" != *-* ]] || minor+="+"
   date=$(cd "$K8SBUILD_DIR" &&
     go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes) || return
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${K8S_MINOR#1.}"
+    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-1970-01-01T00:00:00Z}"
   done
   echo "$flags"

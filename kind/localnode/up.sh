@@ -88,7 +88,7 @@ for d in "$LOCALNODE_ROOT"/*/run; do
   v=$(basename "$(dirname "$d")")
   [[ "$v" != "$K8S_VERSION" ]] || continue
   if LOCALNODE_K8S_VERSION=$v bash -c 'source "$1/env.sh"; source "$1/lib.sh"; for n in "${COMPONENTS[@]}"; do alive "$n" && exit 0; done; exit 1' _ "$here"; then
-    die "the local node is running Kubernetes $v; this run wants $K8S_VERSION. Stop it first: make local-down (then up again with K8S=$K8S_MINOR)"
+    die "the local node is running Kubernetes $v; this run wants $K8S_VERSION. Stop it first: make local-down (then up again with K8S=$([[ $K8S_VERSION == *-* ]] && echo "${K8S_VERSION#v}" || echo "$K8S_MINOR"))"
   fi
 done
 
