@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	root.AddCommand(statusCommand(&code, stdout, stderr))
 	root.AddCommand(verifyCommand(&code, stdout, stderr))
+	root.AddCommand(storageCommand(&code, stdout, stderr))
 	root.SetContext(ctx)
 	if err := root.Execute(); err != nil {
 		var bad badInput

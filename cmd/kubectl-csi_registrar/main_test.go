@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,16 @@ import (
 // before any API call.
 func TestBadArguments(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-kubeconfig")
+	const reference = "../../manifests/examples/storage-e2e/stub.csi.example.com.yaml"
+	out := t.TempDir()
+	noName := filepath.Join(out, "no-name.yaml")
+	if err := os.WriteFile(noName, []byte("DriverInfo: {}\nInlineVolumes: [{}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notE2E := filepath.Join(out, "not-e2e")
+	if err := os.WriteFile(notE2E, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -27,6 +38,20 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"verify", "-f", "x", "--case", "1_deployed"}, `case "1_deployed"`},
 		{[]string{"verify", "-f", "x", "--case", "6_rollout", "--rollouts", "0"}, "--rollouts=0"},
 		{[]string{"verify", "-f", "x", "--registrar-logs", "maybe"}, "--registrar-logs=maybe"},
+		// storage-e2e: every input checked before a cluster is asked.
+		{[]string{"storage-e2e"}, `invalid --definition "": must be given`},
+		{[]string{"storage-e2e", "--definition", missing}, `invalid --definition "` + missing + `": cannot be read`},
+		{[]string{"storage-e2e", "--definition", noName}, "DriverInfo.Name is empty"},
+		{[]string{"storage-e2e", "--definition", reference, "--e2e-binary", notE2E}, `invalid --e2e-binary "` + notE2E + `": does not run as Kubernetes' e2e test binary`},
+		{[]string{"storage-e2e", "--definition", reference, "--kubernetes-version", "v1.37.2"}, `invalid --kubernetes-version "v1.37.2": applies to a build only: a run is of the cluster's version; add --build-only`},
+		{[]string{"storage-e2e", "--build-only", "--kubernetes-version", "1.37"}, `invalid --kubernetes-version "1.37": is not a Kubernetes release`},
+		{[]string{"storage-e2e", "--definition", reference, "--focus", "a[", "--out", out}, `invalid --focus "a["`},
+		{[]string{"storage-e2e", "--definition", reference, "--skip", "(", "--out", out}, `invalid --skip "("`},
+		{[]string{"storage-e2e", "--definition", reference, "--timeout", "5s", "--out", out}, `invalid --timeout "5s"`},
+		{[]string{"storage-e2e", "--definition", reference, "--repo-list", missing, "--out", out}, `invalid --repo-list`},
+		{[]string{"storage-e2e", "--definition", reference, "--out", noName}, `invalid --out "` + noName + `": is a file`},
+		{[]string{"storage-e2e", "--definition", reference, "--kubeconfig", missing, "--out", out}, "kubeconfig"},
+		{[]string{"storage-e2e", "extra"}, "takes no arguments"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), tc.args, &out, &errOut)

@@ -86,8 +86,12 @@ func (o Options) files() ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
+	storage, err := o.storageDefinition(src.storage)
+	if err != nil {
+		return nil, err
+	}
 	files := append(renamed, other...)
-	files = append(files,
+	files = append(files, storage,
 		file{path: "go.mod", data: o.goMod(src.goVersion), mode: 0o644},
 		file{path: "go.sum", data: src.goSum, mode: 0o644},
 		file{path: "LICENSE", data: src.license, mode: 0o644},

@@ -6,6 +6,7 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
+	"path"
 	"strings"
 )
 
@@ -110,4 +111,37 @@ func (o Options) checkPackageName(files []file) error {
 		}
 	}
 	return nil
+}
+
+// storageTarget is where the project keeps its test-driver definition.
+const storageTarget = "test/storage-e2e.yaml"
+
+// storageDefinition returns the project's test-driver definition: the
+// reference driver's (def, StorageDefinition of the source) renamed, its
+// opening comment, which is about csi-registrar's make targets, replaced
+// by one about the project's.
+func (o Options) storageDefinition(def []byte) (file, error) {
+	lines := strings.SplitAfter(string(def), "\n")
+	body := 0
+	for body < len(lines) && strings.HasPrefix(lines[body], "#") {
+		body++
+	}
+	rest := strings.Join(lines[body:], "")
+	if !strings.Contains(rest, "Name: "+stubName+"\n") {
+		return file{}, fmt.Errorf("%s of %s does not name %s: not the reference driver's definition", StorageDefinition, o.Source.Dir, stubName)
+	}
+	version := o.Source.Version
+	if o.Source.checkout() {
+		version = "a checkout of it"
+	}
+	head := fmt.Sprintf(`# Test-driver definition of %s for Kubernetes' External storage e2e tests
+# (k8s.io/kubernetes/test/e2e/storage/external): make storage-e2e runs them with it on
+# the current cluster, against the driver deployed there (make deploy), through
+# kubectl csi-registrar storage-e2e --definition %s.
+# Derived from the reference driver's definition in %s/ of
+# %s (%s), renamed.
+# The field names are the suite's (case-sensitive); claim only what the driver does,
+# since every claim selects or enables specs.
+`, o.Driver, storageTarget, path.Dir(StorageDefinition), ModulePath, version)
+	return file{path: storageTarget, data: []byte(head + o.renamer().Replace(rest)), mode: 0o644}, nil
 }

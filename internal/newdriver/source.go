@@ -104,14 +104,21 @@ type file struct {
 }
 
 // sourceFiles are what the project takes from the source module as they
-// are: the reference driver's Go files (renamed later), its go.sum (the
-// versions csi-registrar was tested with) and the license.
+// are: the reference driver's Go files and its test-driver definition of
+// the storage suite (both renamed later), its go.sum (the versions
+// csi-registrar was tested with) and the license.
 type sourceFiles struct {
 	driver    []file // stubdriver/*.go but guide_test.go, named by base name
+	storage   []byte // StorageDefinition
 	goSum     []byte
 	license   []byte
 	goVersion string // the go directive of csi-registrar's go.mod
 }
+
+// StorageDefinition is the reference driver's test-driver definition of
+// Kubernetes' External storage e2e tests, in the source module; the
+// project's test/storage-e2e.yaml is it renamed.
+const StorageDefinition = "manifests/examples/storage-e2e/stub.csi.example.com.yaml"
 
 // excludedDriverFile is stubdriver's one file that tests csi-registrar's
 // repository (GUIDE.md), not the driver.
@@ -143,6 +150,9 @@ func readSource(s Source) (*sourceFiles, error) {
 	}
 	if len(sf.driver) == 0 || !hasFile(sf.driver, "driver.go") {
 		return nil, fmt.Errorf("%s has no stubdriver/driver.go: not a csi-registrar source tree", s.Dir)
+	}
+	if sf.storage, err = os.ReadFile(filepath.Join(s.Dir, filepath.FromSlash(StorageDefinition))); err != nil {
+		return nil, err
 	}
 	if sf.goSum, err = os.ReadFile(filepath.Join(s.Dir, "go.sum")); err != nil {
 		return nil, err

@@ -50,7 +50,6 @@ func (o Options) templateFiles() []struct{ tmpl, path string } {
 		{"gitignore.tmpl", ".gitignore"},
 		{"README.md.tmpl", "README.md"},
 		{"ci.yaml.tmpl", ".github/workflows/ci.yaml"},
-		{"storage-e2e.yaml.tmpl", "test/storage-e2e.yaml"},
 		{"manifests/kustomization.yaml.tmpl", "manifests/kustomization.yaml"},
 		{"manifests/base-kustomization.yaml.tmpl", "manifests/base/kustomization.yaml"},
 		{"manifests/namespace.yaml.tmpl", "manifests/base/namespace.yaml"},

@@ -1,10 +1,13 @@
 # ---------------------------------------------------------------------------
 # Kubernetes' External storage e2e tests (k8s.io/kubernetes/test/e2e/storage/external)
 # against a test-driver definition (kind/storage): the e2e test binary is built at the
-# node's Kubernetes version (K8S=1.34…1.37) in kind/localnode/k8sbuild/<minor> and cached
-# (cold: ~25 CPU-minutes), the busybox image its pods run is built here, the driver is
-# deployed and the report judged: passed/skipped/failed, every run-time skip explained by
-# the definition, and for the reference driver every spec of kind/storage/expected-pass.txt passed.
+# node's Kubernetes version (K8S=1.35…1.37) by build-e2e.sh, through the Go code that builds
+# it for `kubectl csi-registrar storage-e2e` (internal/e2ebinary) and into its cache
+# (~/.cache/csi-registrar/e2e/<version>; cold: ~25 CPU-minutes), the busybox image its pods
+# run is built here, the driver is deployed, and the suite runs and is judged as that
+# command runs and judges it (internal/storagee2e): passed/skipped/failed, every run-time
+# skip explained by the definition, and for the reference driver every spec of
+# kind/storage/expected-pass.txt passed.
 # DRIVER_DEF: the definition (default: the reference driver's); DRIVER (kustomize dir or
 # manifest, default manifests/) and DRIVER_IMAGES (archives) deploy the driver it describes.
 # E2E_PROVIDER=kind runs it on kind as e2e-kind does; both under the node lock.

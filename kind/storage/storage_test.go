@@ -7,15 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2/textlogger"
 
-	"github.com/csi-registrar/csi-registrar/internal/drivercases"
+	"github.com/csi-registrar/csi-registrar/internal/storagee2e"
 	"github.com/csi-registrar/csi-registrar/kind/e2e"
 )
 
@@ -24,24 +24,26 @@ import (
 // E2E_PROVIDER (local or kind), E2E_IMAGE_ARCHIVE (the csi-registrar image
 // manifests/ runs), E2E_KEEP (leave the cluster and the driver up).
 var (
-	definitionFlag = flag.String("definition", "manifests/examples/storage-e2e/stub.csi.example.com.yaml", "test-driver definition file (relative paths: from the repository root)")
+	definitionFlag = flag.String("definition", storagee2e.ReferenceDefinition, "test-driver definition file (relative paths: from the repository root)")
 	expectedFlag   = flag.String("expected", "", "list of specs that must pass (kind/storage/expected-pass.txt for the reference driver); empty: none")
 	e2eFlag        = flag.String("e2e-test", "", "Kubernetes' e2e test binary at the cluster's version (kind/storage/build-e2e.sh)")
 	repoListFlag   = flag.String("repo-list", "", "the suite's image repository list (KUBE_TEST_REPO_LIST; kind/storage/images.sh)")
 	driverFlag     = flag.String("driver", "manifests", "the driver to deploy: a kustomize directory or a manifest file")
 	imagesFlag     = flag.String("images", "", "image archives to load on every node besides E2E_IMAGE_ARCHIVE, comma-separated (busybox, the driver's)")
-	focusFlag      = flag.String("focus", "", "ginkgo focus; default: the definition's claimed volume types (Definition.Focus)")
-	skipFlag       = flag.String("skip", `\[Disruptive\]`, "ginkgo skip")
+	focusFlag      = flag.String("focus", "", "regular expression narrowing the definition's specs (storagee2e.Options.Focus); empty: all of them")
+	skipFlag       = flag.String("skip", "", "regular expression of specs to skip besides "+storagee2e.DefaultSkip)
 	outFlag        = flag.String("out", "bin/e2e/storage", "directory for the suite's log and reports")
-	suiteTimeout   = flag.Duration("suite-timeout", 30*time.Minute, "the e2e suite's own timeout")
+	suiteTimeout   = flag.Duration("suite-timeout", storagee2e.DefaultTimeout, "the e2e suite's own timeout")
 )
 
 func logf(format string, args ...any) {
 	fmt.Printf("e2e-storage %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
-// TestExternalStorage deploys the driver, runs the External storage specs of
-// the definition's volume types, and judges the report (report.go).
+// TestExternalStorage brings the cluster up, loads the images, deploys the
+// driver, and runs the External storage specs of the definition's volume
+// types as `kubectl csi-registrar storage-e2e` runs them
+// (internal/storagee2e), which judges the report.
 func TestExternalStorage(t *testing.T) {
 	root, err := e2e.RepoRoot()
 	if err != nil {
@@ -53,22 +55,28 @@ func TestExternalStorage(t *testing.T) {
 		}
 		return filepath.Join(root, p)
 	}
-	def, err := LoadDefinition(abs(*definitionFlag))
+	opts := storagee2e.Options{
+		Definition: abs(*definitionFlag), E2EBinary: abs(*e2eFlag), RepoList: abs(*repoListFlag), Expected: abs(*expectedFlag),
+		OutDir: abs(*outFlag), Focus: *focusFlag, Timeout: *suiteTimeout,
+		// The driver's pods start after the apply below: images loaded, not pulled.
+		RegisterTimeout: 3 * time.Minute,
+		Logger:          textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(os.Stdout))),
+	}
+	if *skipFlag != "" {
+		opts.Skip = []string{*skipFlag}
+	}
+	for _, f := range []struct{ flag, val string }{{"-e2e-test", opts.E2EBinary}, {"-repo-list", opts.RepoList}} {
+		if f.val == "" {
+			t.Fatalf("%s is empty: make e2e-storage builds the file it names", f.flag)
+		}
+	}
+	// Every input checked before the cluster is touched.
+	suite, err := storagee2e.New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	def := suite.Definition()
 	logf("definition %s: %s", def.Path(), def)
-	var expected []string
-	if *expectedFlag != "" {
-		if expected, err = ReadExpected(abs(*expectedFlag)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []struct{ flag, val string }{{"-e2e-test", *e2eFlag}, {"-repo-list", *repoListFlag}} {
-		if _, err := os.Stat(abs(f.val)); f.val == "" || err != nil {
-			t.Fatalf("%s=%q: need the file (make e2e-storage builds it)", f.flag, f.val)
-		}
-	}
 	provider := os.Getenv("E2E_PROVIDER")
 	if provider == "" {
 		provider = "local"
@@ -134,99 +142,19 @@ func TestExternalStorage(t *testing.T) {
 			}
 		})
 	}
-	if err := waitRegistered(ctx, cl, def.DriverInfo.Name, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	logf("driver %s registered on every node %s after apply", def.DriverInfo.Name, time.Since(t0).Round(100*time.Millisecond))
+	logf("driver applied in %s; the run waits for its registration", time.Since(t0).Round(100*time.Millisecond))
 
-	out := abs(*outFlag)
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	report := filepath.Join(out, "report.json")
-	_ = os.Remove(report)
-	focus := *focusFlag
-	if focus == "" {
-		focus = def.Focus()
-	}
-	args := []string{
-		"-test.timeout=0",
-		"--kubeconfig=" + p.Kubeconfig(),
-		"--provider=local", // no cloud: the framework's null provider
-		"--storage.testdriver=" + def.Path(),
-		// FromFile paths in the definition: relative to its directory.
-		"--repo-root=" + filepath.Dir(def.Path()),
-		"--ginkgo.focus=" + focus,
-		"--ginkgo.skip=" + *skipFlag,
-		"--ginkgo.timeout=" + suiteTimeout.String(),
-		"--ginkgo.no-color",
-		"--ginkgo.json-report=" + report,
-		"--report-dir=" + out,
-	}
-	logPath := filepath.Join(out, "e2e.log")
-	logFile, err := os.Create(logPath)
+	// The run of kubectl csi-registrar storage-e2e, on the provider's cluster.
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
-	cmd := exec.CommandContext(ctx, abs(*e2eFlag), args...)
-	// TMPDIR: the framework writes temporary kuberc files at start-up and
-	// leaves them; in the test's own directory they go when it ends.
-	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+abs(*repoListFlag), "KUBECONFIG="+p.Kubeconfig(), "TMPDIR="+t.TempDir())
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	logf("running %s %s (log: %s)", *e2eFlag, strings.Join(args, " "), logPath)
-	t0 = time.Now()
-	runErr := cmd.Run()
-	logf("suite finished in %s (%v)", time.Since(t0).Round(100*time.Millisecond), runErr)
-
-	specs, err := ReadReport(report)
+	rep, err := suite.Run(ctx, cfg)
 	if err != nil {
-		t.Fatalf("%v (the suite wrote no report: see %s)", err, logPath)
+		t.Fatal(err)
 	}
-	res := Judge(def, specs, expected)
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "External storage e2e, %s, provider %s, %s\n", def, p.Name(), time.Now().UTC().Format(time.RFC3339))
-	res.Write(&sb)
-	fmt.Print(sb.String())
-	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(sb.String()), 0o644); err != nil {
-		t.Error(err)
-	}
-	switch {
-	case len(res.Passed) == 0:
-		t.Errorf("no spec passed (focus %q): see %s", focus, logPath)
-	case !res.OK():
-		t.Errorf("not green: see above and %s", logPath)
-	case runErr != nil:
-		// Green by the report, yet the suite failed: a suite-level node.
-		t.Errorf("the suite exited with %v: see %s", runErr, logPath)
-	}
-}
-
-// waitRegistered waits until the kubelet of every node has the driver in its
-// CSINode: the specs' pods may land on any node.
-func waitRegistered(ctx context.Context, cl *e2e.Cluster, driver string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var missing []string
-		nodes, err := cl.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err == nil {
-			for _, n := range nodes.Items {
-				cn, err := cl.Client.StorageV1().CSINodes().Get(ctx, n.Name, metav1.GetOptions{})
-				if err != nil || len(drivercases.CSINodeEntries(cn, driver)) == 0 {
-					missing = append(missing, n.Name)
-				}
-			}
-		}
-		if err == nil && len(missing) == 0 && len(nodes.Items) > 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("driver %s not registered after %s on nodes %v (list error: %v)", driver, timeout, missing, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+	fmt.Printf("provider %s\n%s%s\n", p.Name(), rep.Summary, rep.Verdict())
+	if code := storagee2e.ExitCode(rep, nil); code != storagee2e.ExitPassed {
+		t.Errorf("exit code %d: %s", code, rep.Verdict())
 	}
 }

@@ -1,13 +1,4 @@
-// Package storage runs Kubernetes' External storage e2e tests
-// (k8s.io/kubernetes/test/e2e/storage/external) against a CSI driver
-// described by a test-driver definition file, and judges the outcome: the
-// specs that passed, failed, and skipped themselves at run time, each skip
-// explained by what the definition does not claim (`make e2e-storage`).
-//
-// This file reads the definition, report.go the suite's report. Both work on
-// files only (no cluster), so that their rules are tested by `make test`; the
-// run itself is storage_test.go (build tag e2e).
-package storage
+package storagee2e
 
 import (
 	"fmt"
@@ -59,10 +50,15 @@ func (c classSource) set() bool {
 
 // LoadDefinition reads a definition file (YAML or JSON) and checks that it
 // names a driver and claims at least one volume type the suite can test.
+// Its errors are *OptionError of OptionDefinition: the file, the rule it
+// breaks and the fix.
 func LoadDefinition(path string) (*Definition, error) {
+	bad := func(rule, fix string) error {
+		return &OptionError{Option: OptionDefinition, Value: path, Rule: rule, Fix: fix}
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("test-driver definition: %w", err)
+		return nil, bad("cannot be read: "+errText(err), "name a test-driver definition file, e.g. a copy of "+ReferenceDefinition)
 	}
 	d := &Definition{path: path}
 	// Case-sensitive, as the suite decodes it: "driverInfo" is not DriverInfo.
@@ -71,17 +67,23 @@ func LoadDefinition(path string) (*Definition, error) {
 		err = json.Unmarshal(js, d)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("test-driver definition %s: %w (want the YAML or JSON of Kubernetes' storage/external driverDefinition)", path, err)
+		return nil, bad("is not a test-driver definition: "+errText(err),
+			"write the YAML or JSON of Kubernetes' storage/external driverDefinition, e.g. a copy of "+ReferenceDefinition)
 	}
 	if d.DriverInfo.Name == "" {
-		return nil, fmt.Errorf("test-driver definition %s: DriverInfo.Name is empty: set it to the CSI driver's name (the CSIDriver object's name)", path)
+		return nil, bad("DriverInfo.Name is empty (the field names are case-sensitive: DriverInfo, Name)",
+			"set DriverInfo.Name to the CSI driver's name (the CSIDriver object's name)")
 	}
 	if !d.StorageClass.set() && len(d.InlineVolumes) == 0 {
-		return nil, fmt.Errorf("test-driver definition %s: it claims no volume type, so every spec would skip: "+
-			"add InlineVolumes (CSI ephemeral inline volumes) or a StorageClass (dynamic provisioning)", path)
+		return nil, bad("claims no volume type, so every spec would skip",
+			"add InlineVolumes (CSI ephemeral inline volumes) or a StorageClass (dynamic provisioning)")
 	}
 	return d, nil
 }
+
+// ReferenceDefinition is the reference driver's definition, in the
+// csi-registrar repository: the one to copy.
+const ReferenceDefinition = "manifests/examples/storage-e2e/stub.csi.example.com.yaml"
 
 // Path is the file the definition was read from.
 func (d *Definition) Path() string { return d.path }

@@ -1,4 +1,4 @@
-package storage
+package storagee2e
 
 import (
 	"bufio"
@@ -236,6 +236,8 @@ type Result struct {
 	Unexplained []string
 	// Missing lists the expected specs that did not pass.
 	Missing []string
+	// Focus is the ginkgo focus the run selected the specs with.
+	Focus string
 }
 
 // Judge sorts the specs and checks them against the definition and, when
