@@ -293,6 +293,7 @@ type mountLoad struct {
 
 type loadPod struct {
 	node string
+	uid  types.UID
 	ran  bool
 }
 
@@ -418,10 +419,10 @@ func (l *mountLoad) start(ctx context.Context) {
 		for i := 0; ; i++ {
 			n := l.nodes[i%len(l.nodes)]
 			name := fmt.Sprintf("inline-%04d", i)
-			_, err := l.s.cl.Client.CoreV1().Pods(l.ns).Create(wctx, l.pod(name, n), metav1.CreateOptions{})
+			made, err := l.s.cl.Client.CoreV1().Pods(l.ns).Create(wctx, l.pod(name, n), metav1.CreateOptions{})
 			if err == nil {
 				l.mu.Lock()
-				l.pods[name] = &loadPod{node: n}
+				l.pods[name] = &loadPod{node: n, uid: made.UID}
 				l.mu.Unlock()
 				err = l.reap(wctx)
 			}
@@ -489,6 +490,45 @@ func (l *mountLoad) awaitNoPods(ctx context.Context, timeout time.Duration) erro
 	return nil
 }
 
+// podDirsScript prints which of the pod UIDs $2... still have a directory
+// under the kubelet's pods directory $1: the kubelet removes it once the
+// pod's volumes are torn down (unpublished), after the pod object is gone.
+const podDirsScript = `d=$1; shift; for u in "$@"; do [ ! -e "$d/$u" ] || echo "$u"; done; true`
+
+// awaitTornDown waits until the kubelet has torn down the volumes of every
+// pod started: a pod object is gone before its volumes are unpublished, and
+// a driver uninstalled meanwhile (case 7 follows) would leave them mounted,
+// with the driver's state behind.
+func (l *mountLoad) awaitTornDown(ctx context.Context, timeout time.Duration) error {
+	byNode := map[string][]string{}
+	l.mu.Lock()
+	for _, p := range l.pods {
+		if p.uid != "" {
+			byNode[p.node] = append(byNode[p.node], string(p.uid))
+		}
+	}
+	l.mu.Unlock()
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for node, uids := range byNode {
+			out, err := l.s.cl.Node.NodeSh(ctx, node, podDirsScript, append([]string{KubeletRoot + "/pods"}, uids...)...)
+			if err != nil {
+				return false, err
+			}
+			for _, u := range strings.Fields(out) {
+				left = append(left, node+"/"+u)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the kubelet did not tear down the volumes of %d inline-volume pods within %s (their directories remain under %s/pods: %s): %w",
+			len(left), timeout, KubeletRoot, strings.Join(lastN(left, 5), ", "), err)
+	}
+	return nil
+}
+
 // finish waits until every pod started ran (podWait at most), deletes them
 // all and waits until they are gone (their volumes unpublished), then counts
 // per node the pods that never ran and the FailedMount events.
@@ -519,6 +559,8 @@ func (l *mountLoad) finish(t *check, ctx context.Context) map[string]mountCounts
 		t.Errorf("delete the inline-volume pods: %v", err)
 	}
 	if err := l.awaitNoPods(ctx, podWait); err != nil {
+		t.Errorf("%v", err)
+	} else if err := l.awaitTornDown(ctx, podWait); err != nil {
 		t.Errorf("%v", err)
 	}
 	out := map[string]mountCounts{}

@@ -439,6 +439,15 @@ func TestRollingUpdateIntoAndOutOfMode(tt *testing.T) {
 		if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
+		// The old pods' exit is part of the step (a registrar without the mode
+		// unlinks its socket then): wait until they are gone, then until the
+		// driver is registered again.
+		if err := awaitGone(ctx, before, 2*time.Minute); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
+			t.Fatalf("%s: after the old pods left: %v", step.name, err)
+		}
 		after, err := cl.Pods(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -454,6 +463,29 @@ func TestRollingUpdateIntoAndOutOfMode(tt *testing.T) {
 			}
 		}
 	}
+}
+
+// awaitGone waits until none of pods exists any more.
+func awaitGone(ctx context.Context, pods map[string]*corev1.Pod, timeout time.Duration) error {
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for _, p := range pods {
+			got, err := cl.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return false, err
+			case got.UID == p.UID:
+				left = append(left, p.Name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("old pods %v not gone within %s: %w", left, timeout, err)
+	}
+	return nil
 }
 
 func orNone(gaps []string) string {
