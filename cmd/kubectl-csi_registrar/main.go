@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/csi-registrar/csi-registrar/internal/clusterstatus"
+	"github.com/csi-registrar/csi-registrar/internal/optionerror"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -172,15 +173,7 @@ var optionNames = map[clusterstatus.Option]string{
 
 // named is err with the library's field called by the command's argument
 // or flag.
-func named(err error) error {
-	var oe *clusterstatus.OptionError
-	if errors.As(err, &oe) {
-		if name, ok := optionNames[oe.Option]; ok {
-			return errors.New(oe.Describe(name))
-		}
-	}
-	return err
-}
+func named(err error) error { return optionerror.Named(err, optionNames, nil) }
 
 // requestCounter counts the API requests, by kind.
 type requestCounter struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/textlogger"
 
+	"github.com/csi-registrar/csi-registrar/internal/optionerror"
 	"github.com/csi-registrar/csi-registrar/internal/storagee2e"
 )
 
@@ -135,14 +135,8 @@ var storageFlags = map[storagee2e.Option]string{
 // storageNamed is err with the library's field called by the command's
 // flag, and the library's wording of the build-only option by the flag's.
 func storageNamed(err error) error {
-	var oe *storagee2e.OptionError
-	if errors.As(err, &oe) {
-		if name, ok := storageFlags[oe.Option]; ok {
-			named := *oe
-			named.Rule = strings.ReplaceAll(named.Rule, "a build-only run", "--build-only")
-			named.Fix = strings.ReplaceAll(named.Fix, "the build-only option", "--build-only")
-			return errors.New(named.Describe(name))
-		}
-	}
-	return err
+	return optionerror.Named(err, storageFlags, func(e *storagee2e.OptionError) {
+		e.Rule = strings.ReplaceAll(e.Rule, "a build-only run", "--build-only")
+		e.Fix = strings.ReplaceAll(e.Fix, "the build-only option", "--build-only")
+	})
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/internal/optionerror"
 )
 
 // Option names an input of the package, a field of Options, as an
@@ -27,23 +27,10 @@ const (
 	OptionRegisterTimeout   Option = "Options.RegisterTimeout"
 )
 
-// OptionError is the value of one input breaking a rule. Its message calls
-// the input by its field ("Options.Definition"); a command names its own
-// flag instead with Describe.
-type OptionError struct {
-	Option Option
-	Value  string // the value, as given
-	Rule   string // the rule it breaks, including any limit
-	Fix    string // what the user should do
-}
-
-func (e *OptionError) Error() string { return e.Describe(string(e.Option)) }
-
-// Describe returns the message with the input called name, e.g.
-// "--definition". It reads as a *csiplugin.ValidationError's.
-func (e *OptionError) Describe(name string) string {
-	return (&csiplugin.ValidationError{What: name, Value: e.Value, Rule: e.Rule, Fix: e.Fix}).Error()
-}
+// OptionError is the value of one input breaking a rule
+// (optionerror.Error): its message calls the input by its field; a command
+// names its own flag instead with optionerror.Named.
+type OptionError = optionerror.Error[Option]
 
 // NotRegisteredError is a driver that the kubelet of no node has
 // registered: the suite would fail every spec. Run never installs the
