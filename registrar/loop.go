@@ -76,6 +76,7 @@ const (
 	reasonKubeletSilent = "kubelet-silent" // no GetInfo on a new socket, or a retrying kubelet gone quiet
 	reasonNoNotify      = "no-notify"      // GetInfo answered, no NotifyRegistrationStatus within KubeletWait
 	reasonUnresponsive  = "unresponsive"   // our socket did not answer GetInfo at a reconcile
+	reasonOtherRemoved  = "other-removed"  // without the mode: a socket of the mode for this driver was unlinked by name
 )
 
 // awaiting is the kubelet's next step, whose absence the kubelet alarm catches.
@@ -256,6 +257,8 @@ func (l *loop) run(ctx context.Context) error {
 				err = l.onDriverSocketEvent(ctx, ev)
 			case name == l.sock.path:
 				l.onRegistrationSocketEvent(ev)
+			case l.roll == nil && ev.Has(fsnotify.Remove) && filepath.Dir(name) == filepath.Dir(l.sock.path):
+				l.onOtherSocketRemoved(filepath.Base(name))
 			case l.roll != nil && filepath.Dir(name) == l.roll.dir:
 				l.onRollDirEvent(filepath.Base(name), ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove))
 			}

@@ -42,7 +42,7 @@ type metrics struct {
 // rate() or increase() over a reason starts at the first scrape, not at the
 // first event. A reason not listed here is still counted, from its first use.
 var socketCreationReasons = []string{
-	reasonStart, reasonDeleted, reasonRejected, reasonKubeletSilent, reasonNoNotify, reasonUnresponsive,
+	reasonStart, reasonDeleted, reasonRejected, reasonKubeletSilent, reasonNoNotify, reasonUnresponsive, reasonOtherRemoved,
 	string(sockfile.KindInUse), string(sockfile.KindNotSocket), string(sockfile.KindPermission),
 	string(sockfile.KindMissingDirectory), string(sockfile.KindOther),
 }

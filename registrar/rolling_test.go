@@ -322,3 +322,33 @@ func TestRollingUpdateLeavingUnaskedAnnouncementIsUnlinked(t *testing.T) {
 		t.Errorf("the announcement %s that the kubelet never asked for was not unlinked by name: the kubelet would redial it forever", filepath.Base(sockA))
 	}
 }
+
+// A registrar without the mode beside an instance of the mode (a rollout
+// undone past the opt-in: its pod starts while the mode's pod still runs)
+// registers again when that instance leaves and unlinks its socket by name:
+// the kubelet's CSI handler then unregisters the driver by name, whoever
+// registered last (seen on kubelet v1.37.2: the driver stayed unregistered
+// while the plain registrar reported it registered).
+func TestPlainRegistrarRegistersAgainWhenAModeInstanceLeaves(t *testing.T) {
+	e := newEnv(t)
+	m, runM := startInstance(t, e, "pod-m")
+	announced(t, m, "")
+
+	startStubDriver(t, e, stubName)
+	p, _ := startRegistrar(t, e, nil, nil)
+	plain := e.regSock(stubName)
+	eventually(t, "the plain socket", func() bool { return answers(plain) })
+	registerNow(t, p, plain)
+
+	// The mode's pod is deleted: no successor in the mode, so it unlinks its
+	// socket by name.
+	if err := runM.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	// A new socket at the same path (the inode number may be reused).
+	eventually(t, "the plain registrar's socket created again", func() bool {
+		return strings.Contains(metric(p), `csi_registrar_socket_creations_total{reason="other-removed"} 1`) &&
+			p.Status().Stage == registrar.StageWaitingForKubelet && answers(plain)
+	})
+	registerNow(t, p, plain)
+}

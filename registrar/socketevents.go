@@ -261,3 +261,21 @@ func (l *loop) socketLost() {
 	l.log.Error("registration socket replaced by another file; not touching it", "outcome", string(kind), "err", occupied, "retryIn", d)
 	l.publish(stage, fmt.Sprintf("%s was replaced by another process's file", l.sock.path))
 }
+
+// onOtherSocketRemoved: without the mode, a socket of the rolling-update
+// mode for this driver was unlinked by name in the registration directory
+// (an instance of the mode left with no successor in the mode: a rollout
+// undone past the opt-in, while this registrar's pod had already started).
+// The kubelet's CSI handler unregisters the driver by name, whoever
+// registered last, so this registrar registers again once the kubelet has
+// processed the Remove (kubeletSettle): a new socket, as after a rejection.
+// A socket the kubelet had not registered costs one needless re-registration.
+func (l *loop) onOtherSocketRemoved(name string) {
+	if _, _, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, name); !ok || l.sock.cur == nil {
+		return
+	}
+	l.alarms.retryAt.set(kubeletSettle)
+	l.sock.reason = reasonOtherRemoved
+	l.log.Info("a rolling-update socket of this driver was removed: the kubelet unregisters the driver by name; registering again",
+		"removed", name, "in", kubeletSettle, "outcome", "scheduled")
+}
