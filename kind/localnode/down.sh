@@ -165,6 +165,18 @@ for f in /proc/[0-9]*/cmdline; do
   p=${f#/proc/}
   shims+=("${p%/cmdline}")
 done
+# A shim of ours that runs no process (a container whose creation was cancelled, e.g.
+# by a kubelet restart) serves nothing any containerd could stop: end it.
+held=()
+for p in "${shims[@]}"; do
+  if ! grep -qsl "^PPid:[[:space:]]*$p\$" /proc/[0-9]*/status; then
+    echo "  ending containerd shim $p: it runs no container process"
+    kill "$p" 2>/dev/null || true
+  else
+    held+=("$p")
+  fi
+done
+shims=("${held[@]}")
 if [[ ${#shims[@]} -gt 0 ]]; then
   echo "  WARNING: containerd shims still running (pids ${shims[*]}): keeping $LOCALNODE_RUNTIME"
 elif [[ -d "$LOCALNODE_RUNTIME" ]]; then
