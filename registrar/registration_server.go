@@ -176,25 +176,6 @@ func (ss *servingSocket) retire() bool {
 	return retired
 }
 
-// removeUnasked ends a socket the kubelet never called GetInfo on: such a
-// socket is not registered, and the kubelet, which ignores a rename, would
-// redial it forever, so it is unlinked by name. The server stops first, so
-// that no GetInfo can start meanwhile; if one got in before that, the socket
-// is retired instead (the kubelet may be registering it). It reports false,
-// doing nothing, when the kubelet called GetInfo already.
-func (ss *servingSocket) removeUnasked() (done, unlinked bool) {
-	if n, _ := ss.server.snapshot(); n > 0 {
-		return false, false
-	}
-	ss.endWatches()
-	ss.serving.Stop(ss.grace)
-	if n, _ := ss.server.snapshot(); n > 0 {
-		ss.sock.Retire()
-		return true, false
-	}
-	return true, ss.sock.Close()
-}
-
 // notifyWait bounds how long a socket is kept for a registration the kubelet
 // has under way: its NodeGetInfo on the driver, then its
 // NotifyRegistrationStatus; milliseconds on a healthy node. It stays well

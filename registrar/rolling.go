@@ -415,30 +415,15 @@ func (l *loop) nextAnnouncement() {
 	l.sock.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.driver.name, self.Instance, v))
 	l.roll.self.update(func(st *InstanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
 	l.roll.takeBack = false
-	if l.sock.cur != nil {
-		l.supersede("superseded; the kubelet never asked for it")
-	}
-}
-
-// supersede ends the current announcement socket: unlinked by name if the
-// kubelet never called GetInfo on it (not registered: the kubelet would
-// redial a retired one forever), else kept to be retired once a later
-// announcement, or a successor, is confirmed.
-func (l *loop) supersede(why string) {
-	ss := l.sock.cur
-	done, unlinked := ss.removeUnasked()
-	if !done {
-		l.roll.previous = append(l.roll.previous, ss)
-		l.sock.cur = nil
+	if l.sock.cur == nil {
 		return
 	}
-	l.sock.cur = nil
-	switch {
-	case unlinked:
-		l.log.Info("registration socket removed", "reason", why, "outcome", "removed", "path", filepath.Base(ss.sock.Path()))
-	default:
-		l.log.Info("registration socket retired: the kubelet called GetInfo as it closed", "reason", why, "outcome", "retired", "path", filepath.Base(ss.sock.Path()))
+	if l.sock.getInfos == 0 {
+		l.closeSocket("superseded") // the kubelet never looked at it: not registered
+		return
 	}
+	l.roll.previous = append(l.roll.previous, l.sock.cur)
+	l.sock.cur = nil
 }
 
 // rollNotify acts on the kubelet's verdict on the current announcement.
@@ -533,7 +518,8 @@ func (l *loop) rollExit() {
 	switch {
 	case succ != nil:
 		if l.sock.cur != nil {
-			l.supersede("this instance leaves; the kubelet never asked for its latest announcement")
+			l.roll.previous = append(l.roll.previous, l.sock.cur)
+			l.sock.cur = nil
 		}
 		l.retirePrevious("instance " + inst + " was confirmed by the kubelet after this one (checked live)")
 		l.decision(decisionRetire, "left without unregistering", "successor", inst, "successorVersion",

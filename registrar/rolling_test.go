@@ -294,35 +294,6 @@ func TestRollingUpdateLeavingInstanceWatchesNewcomers(t *testing.T) {
 	}
 }
 
-// An instance that leaves before the kubelet ever asked for its
-// announcement (a pod deleted as it started: a rollout undone) unlinks that
-// socket by name. It is not registered, so nothing is unregistered, and the
-// kubelet, which ignores a rename, would otherwise redial it forever (seen on
-// kubelet v1.38.0-alpha.0: "dial failed at socket" every retry until the
-// node stopped).
-func TestRollingUpdateLeavingUnaskedAnnouncementIsUnlinked(t *testing.T) {
-	e := newEnv(t)
-	events := watchDir(t, e.regDir)
-	p, _ := startInstance(t, e, "pod-p")
-	announced(t, p, "")
-
-	a, runA := startInstance(t, e, "pod-a")
-	var sockA string
-	eventually(t, "pod-a's announcement", func() bool {
-		sockA = a.Status().SocketPath
-		return sockA != "" && answers(sockA)
-	})
-	if err := runA.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Lstat(sockA); !os.IsNotExist(err) {
-		t.Errorf("the leaving instance left its socket %s: %v", sockA, err)
-	}
-	if !poll(5*time.Millisecond, time.Second, func() bool { return events.removed(filepath.Base(sockA)) }) {
-		t.Errorf("the announcement %s that the kubelet never asked for was not unlinked by name: the kubelet would redial it forever", filepath.Base(sockA))
-	}
-}
-
 // A registrar without the mode beside an instance of the mode (a rollout
 // undone past the opt-in: its pod starts while the mode's pod still runs)
 // registers again when that instance leaves and unlinks its socket by name:
