@@ -395,13 +395,23 @@ func (l *mountLoad) baseline(ctx context.Context) string {
 
 // deleteAll deletes every pod of the namespace at once (no grace period).
 func (l *mountLoad) deleteAll(ctx context.Context) error {
+	return l.deletePods(ctx, func(*corev1.Pod) bool { return true })
+}
+
+// deletePods deletes, with no grace period, the pods of the namespace that
+// pick chooses.
+func (l *mountLoad) deletePods(ctx context.Context, pick func(*corev1.Pod) bool) error {
 	pods := l.s.cl.Client.CoreV1().Pods(l.ns)
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
 	grace := int64(0)
-	for _, p := range list.Items {
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !pick(p) {
+			continue
+		}
 		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -452,26 +462,17 @@ func (l *mountLoad) stop() {
 
 // reap deletes the pods that run, and records that they ran.
 func (l *mountLoad) reap(ctx context.Context) error {
-	pods := l.s.cl.Client.CoreV1().Pods(l.ns)
-	list, err := pods.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	grace := int64(0)
-	for _, p := range list.Items {
+	return l.deletePods(ctx, func(p *corev1.Pod) bool {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-			continue
+			return false
 		}
 		l.mu.Lock()
 		if lp := l.pods[p.Name]; lp != nil {
 			lp.ran = true
 		}
 		l.mu.Unlock()
-		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	return nil
+		return true
+	})
 }
 
 func (l *mountLoad) awaitNoPods(ctx context.Context, timeout time.Duration) error {

@@ -29,20 +29,7 @@ exit 0
 // vfs storage under the user's cache) when none does, CONTAINER_TOOL when set.
 // Each writes $(IMAGE_TAR).
 func TestMakefileImage(t *testing.T) {
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("no make")
-	}
-	o := Options{Module: testModule, Driver: testDriver, Source: checkout(t)}
-	files, err := o.render()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var makefile []byte
-	for _, f := range files {
-		if f.path == "Makefile" {
-			makefile = f.data
-		}
-	}
+	makefile := renderedMakefile(t)
 	for _, tc := range []struct {
 		name, dockerInfoRC, containerTool string
 		want                              []string // in the tools' log, in order
@@ -93,4 +80,25 @@ func TestMakefileImage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// renderedMakefile returns the Makefile a generated project gets (testModule,
+// testDriver), skipping the test where no make runs it.
+func renderedMakefile(t *testing.T) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	o := Options{Module: testModule, Driver: testDriver, Source: checkout(t)}
+	files, err := o.render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.path == "Makefile" {
+			return f.data
+		}
+	}
+	t.Fatal("no Makefile rendered")
+	return nil
 }

@@ -67,21 +67,10 @@ exit 0
 // the project's definition, STORAGE_E2E_ARGS added; without the command,
 // exit 2 and what to do.
 func TestMakefileStorageE2E(t *testing.T) {
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("no make")
-	}
-	o := Options{Module: testModule, Driver: testDriver, Source: checkout(t)}
-	files, err := o.render()
-	if err != nil {
-		t.Fatal(err)
-	}
+	makefile := renderedMakefile(t)
 	dir, fake := t.TempDir(), t.TempDir()
-	for _, f := range files {
-		if f.path == "Makefile" {
-			if err := os.WriteFile(filepath.Join(dir, "Makefile"), f.data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), makefile, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(fake, "kubectl"), []byte(fakeKubectl), 0o755); err != nil {
 		t.Fatal(err)
