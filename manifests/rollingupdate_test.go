@@ -50,15 +50,15 @@ type rollingVariant struct {
 
 func rollingVariants(t *testing.T) map[string]rollingVariant {
 	t.Helper()
-	on := map[string]any{"rollingUpdate": map[string]any{"enabled": true}}
 	return map[string]rollingVariant{
-		"manifests/overlays/rolling-update":              {kustomize(t, filepath.Join("overlays", "rolling-update")), "driver", "registrar"},
-		"manifests/overlays/in-process-rolling-update":   {kustomize(t, filepath.Join("overlays", "in-process-rolling-update")), "driver", "driver"},
-		"helm template --set rollingUpdate.enabled=true": {helmTemplate(t, on), "driver", "registrar"},
-		"helm template --set rollingUpdate.enabled=true,kubeletDir=" + kubeletRoots["k0s"]: {
-			helmTemplate(t, map[string]any{"rollingUpdate": on["rollingUpdate"], "kubeletDir": kubeletRoots["k0s"]}), "driver", "registrar"},
-		"helm template --set rollingUpdate.enabled=true,driverName=<63 characters>": {
-			helmTemplate(t, map[string]any{"rollingUpdate": on["rollingUpdate"], "driverName": longDriverName}), "driver", "registrar"},
+		"manifests/":                    {kustomize(t, "."), "driver", "registrar"},
+		"manifests/overlays/in-process": {kustomize(t, filepath.Join("overlays", "in-process")), "driver", "driver"},
+		"manifests/overlays/k0s":        {kustomize(t, filepath.Join("overlays", "k0s")), "driver", "registrar"},
+		"helm template":                 {helmTemplate(t, nil), "driver", "registrar"},
+		"helm template --set kubeletDir=" + kubeletRoots["k0s"]: {
+			helmTemplate(t, map[string]any{"kubeletDir": kubeletRoots["k0s"]}), "driver", "registrar"},
+		"helm template --set driverName=<63 characters>": {
+			helmTemplate(t, map[string]any{"driverName": longDriverName}), "driver", "registrar"},
 		"manifests/examples/upstream-style-rolling-update": {
 			kustomize(t, filepath.Join("examples", "upstream-style-rolling-update")), "stub", "node-driver-registrar"},
 	}
@@ -79,18 +79,20 @@ func TestRollingUpdateVariants(t *testing.T) {
 	}
 }
 
-// TestChartRollingUpdate: the chart renders the mode exactly as
-// overlays/rolling-update does, and only when rollingUpdate.enabled is true.
+// TestChartRollingUpdate: the chart renders the mode by default, as
+// manifests/ does, and with rollingUpdate.enabled=false exactly what
+// overlays/without-rolling-update renders.
 func TestChartRollingUpdate(t *testing.T) {
-	diffObjects(t, "kubectl kustomize overlays/rolling-update", kustomize(t, filepath.Join("overlays", "rolling-update")),
-		"helm template --set rollingUpdate.enabled=true", helmTemplate(t, map[string]any{"rollingUpdate": map[string]any{"enabled": true}}))
+	off := map[string]any{"rollingUpdate": map[string]any{"enabled": false}}
+	diffObjects(t, "kubectl kustomize overlays/without-rolling-update", kustomize(t, filepath.Join("overlays", "without-rolling-update")),
+		"helm template --set rollingUpdate.enabled=false", helmTemplate(t, off))
 	diffObjects(t, "helm template", helmTemplate(t, nil),
-		"helm template --set rollingUpdate.enabled=false", helmTemplate(t, map[string]any{"rollingUpdate": map[string]any{"enabled": false}}))
+		"helm template --set rollingUpdate.enabled=true", helmTemplate(t, map[string]any{"rollingUpdate": map[string]any{"enabled": true}}))
 	for name, objs := range map[string][]object{
-		"helm template": helmTemplate(t, nil),
-		"helm template --set kubeletDir=microk8s": helmTemplate(t, map[string]any{"kubeletDir": kubeletRoots["microk8s"]}),
-		"kubectl kustomize manifests/":            kustomize(t, "."),
-		"kubectl kustomize overlays/in-process":   kustomize(t, filepath.Join("overlays", "in-process")),
+		"helm template --set rollingUpdate.enabled=false": helmTemplate(t, off),
+		"helm template --set rollingUpdate.enabled=false,kubeletDir=microk8s": helmTemplate(t,
+			map[string]any{"rollingUpdate": off["rollingUpdate"], "kubeletDir": kubeletRoots["microk8s"]}),
+		"kubectl kustomize overlays/without-rolling-update": kustomize(t, filepath.Join("overlays", "without-rolling-update")),
 	} {
 		ds := daemonSet(t, objs)
 		ru := ds.Spec.UpdateStrategy.RollingUpdate
@@ -150,7 +152,7 @@ func TestSocketPathLengths(t *testing.T) {
 	}
 
 	// The chart, with that name: a short directory, in every path.
-	ds := daemonSet(t, helmTemplate(t, map[string]any{"rollingUpdate": map[string]any{"enabled": true}, "driverName": longDriverName}))
+	ds := daemonSet(t, helmTemplate(t, map[string]any{"driverName": longDriverName}))
 	s := checkRollingUpdate(t, ds, "driver", "registrar")
 	sum := sha256.Sum256([]byte(longDriverName))
 	want := path.Join(defaultKubeletDir, "plugins", hex.EncodeToString(sum[:])[:16], podUIDPlaceholder+".sock")
@@ -159,7 +161,7 @@ func TestSocketPathLengths(t *testing.T) {
 	}
 	checkSocketLengths(t, s)
 	// Without the mode the name fits (csi.sock is short) and is kept.
-	ds = daemonSet(t, helmTemplate(t, map[string]any{"driverName": longDriverName}))
+	ds = daemonSet(t, helmTemplate(t, map[string]any{"rollingUpdate": map[string]any{"enabled": false}, "driverName": longDriverName}))
 	if got := volumeHostPath(t, ds, "socket-dir"); got != path.Join(defaultKubeletDir, "plugins", longDriverName)+"/" {
 		t.Errorf("without the mode the socket directory of a 63-character name is %s, want the name", got)
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // TestTwoInstances: a DaemonSet rolling with maxSurge runs two instances of
-// the driver on a node (manifests/overlays/rolling-update): the old pod's and
+// the driver on a node (manifests/, the rolling-update mode): the old pod's and
 // the new pod's, each on a socket named by its pod's UID, both on the one
 // state directory (a hostPath) and registering in the rolling-update mode in
 // the one registration directory. The driver's state is the mount table and

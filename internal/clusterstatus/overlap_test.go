@@ -20,7 +20,7 @@ import (
 // The overlap of two node plugin pods of one driver on one node, read from
 // client-go's fake clientset (no API server runs in unit tests): the
 // objects are shaped as the API server returns them during a DaemonSet
-// rollout with maxSurge (manifests/overlays/rolling-update) and with two
+// rollout with maxSurge (manifests/: the rolling-update mode) and with two
 // DaemonSets for one driver.
 
 var t0 = time.Date(2026, 11, 25, 16, 0, 0, 0, time.UTC)

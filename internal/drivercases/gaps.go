@@ -162,7 +162,7 @@ func (j rolloutJudgement) verdict() (string, []string) {
 		return "pass", nil
 	}
 	if j.Workload == "DaemonSet" && (j.MaxSurge == "0" || j.MaxSurge == "0%") {
-		why = append(why, "maxSurge 0 as written: the old pod leaves before the new one starts, so the mode has no successor to hand over to; it needs maxSurge 1 (manifests/overlays/rolling-update)")
+		why = append(why, "maxSurge 0 as written: the old pod leaves before the new one starts, so the mode has no successor to hand over to; it needs maxSurge 1 (as manifests/base/daemonset.yaml has)")
 	}
 	return "FAIL", why
 }

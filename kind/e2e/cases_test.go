@@ -19,9 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// The cases run in this order on one deployment of manifests/. Each starts
-// from manifests/ deployed and registered everywhere, and leaves it so,
-// except the last, which uninstalls it.
+// The cases of the registrar without the rolling-update mode (plainDir).
+// They run in this order on one deployment of it. Each starts from it
+// deployed and registered everywhere, and leaves it so, except the last,
+// which uninstalls it. The mode's faults are verify's cases on manifests/
+// (make e2e-driver DRIVER=manifests) and rollout_test.go.
 func TestE2E(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -48,9 +50,9 @@ const (
 )
 
 // begin gives a case its context, dumps diagnostics if it fails, and checks
-// that manifests/ is deployed and registered everywhere. A state an earlier
+// that plainDir is deployed and registered everywhere. A state an earlier
 // case left moving (a pod going Ready again) settles first; if it does not,
-// manifests/ is applied again, colliding topology labels are removed, and as a
+// plainDir is applied again, colliding topology labels are removed, and as a
 // last resort the pods are replaced so that the kubelet registers them anew.
 // It returns the node the case acts on.
 func begin(t *testing.T) (context.Context, string) { return beginCase(t, cfg) }
@@ -69,11 +71,11 @@ func beginCase(t *testing.T, want DriverConfig) (context.Context, string) {
 	})
 	// Uninstalled (as case 7 leaves it): nothing to wait for.
 	if _, err := cl.Client.AppsV1().DaemonSets(cl.Namespace).Get(ctx, cl.DaemonSet, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		t.Logf("not deployed (no DaemonSet %s/%s); applying manifests/", cl.Namespace, cl.DaemonSet)
+		t.Logf("not deployed (no DaemonSet %s/%s); applying manifests/overlays/without-rolling-update/", cl.Namespace, cl.DaemonSet)
 	} else if err := cl.WaitDeployed(ctx, want, shortWait); err == nil {
 		return ctx, allNodes[0]
 	} else {
-		t.Logf("not deployed as manifests/ says: %v; applying it again", err)
+		t.Logf("not deployed as manifests/overlays/without-rolling-update/ says: %v; applying it again", err)
 	}
 	for _, n := range allNodes {
 		nd, err := cl.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
@@ -88,7 +90,7 @@ func beginCase(t *testing.T, want DriverConfig) (context.Context, string) {
 			}
 		}
 	}
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
+	if err := cl.Apply(ctx, plainDir); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.WaitDeployed(ctx, want, time.Minute); err == nil {
@@ -864,18 +866,18 @@ func testKubeletRejects(t *testing.T) {
 		t.Logf("pod %s: %v rejections, then registered; socket creations %v", pod.Name, m.Get(MetricRejected), m.SocketCreations())
 	}
 
-	// Back to manifests/ as it was.
+	// Back to manifests/overlays/without-rolling-update/ as it was.
 	t1 := time.Now()
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
+	if err := cl.Apply(ctx, plainDir); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.WaitDeployed(ctx, cfg, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	measure(t, "apply manifests/ again -> rolled out and registered", time.Since(t1))
+	measure(t, "apply manifests/overlays/without-rolling-update/ again -> rolled out and registered", time.Since(t1))
 }
 
-// 7. Uninstalled: `kubectl delete -k manifests/` leaves no registration and
+// 7. Uninstalled: `kubectl delete -k manifests/overlays/without-rolling-update/` leaves no registration and
 // no socket of ours.
 func testUninstalled(t *testing.T) {
 	ctx, _ := begin(t)
@@ -886,10 +888,10 @@ func testUninstalled(t *testing.T) {
 		r[n] = recs{a, b}
 	}
 	t0 := time.Now()
-	if err := cl.Delete(ctx, manifestsDir); err != nil {
+	if err := cl.Delete(ctx, plainDir); err != nil {
 		t.Fatal(err)
 	}
-	measure(t, "kubectl delete -k manifests/ (waits for every object to be gone)", time.Since(t0))
+	measure(t, "kubectl delete -k manifests/overlays/without-rolling-update/ (waits for every object to be gone)", time.Since(t0))
 	for _, n := range allNodes {
 		_, ev := await(t, ctx, r[n].node, 0, shortWait, "annotation key gone", annotated(n, false))
 		measure(t, "delete -> annotation key gone on "+n, ev.At.Sub(t0))

@@ -21,13 +21,12 @@ import (
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 )
 
-// The rolling-update mode with a real kubelet: the reference DaemonSet with
-// manifests/overlays/rolling-update/ (maxSurge: 1, the mode on) is rolled
-// out while pods with a CSI inline volume of the driver start on every node,
-// throughout and after the rollout. The driver must never leave the
+// The rolling-update mode with a real kubelet: the reference DaemonSet of
+// manifests/ (maxSurge: 1, the mode on) is rolled out while pods with a CSI
+// inline volume of the driver start on every node, throughout and after the
+// rollout. The driver must never leave the
 // kubelet's registration.
 const (
-	rollingOverlay   = "manifests/overlays/rolling-update"
 	rolloutNamespace = "csi-e2e-rollout"
 	// rolloutEvery is how often a workload pod is started (round robin
 	// over the nodes).
@@ -44,11 +43,11 @@ func TestRollingUpdate(tt *testing.T) {
 	t.Cleanup(func() { restoreBase(t) })
 	diagnoseOnFailure(t)
 
-	// 1. The mode installed (manifests/ without it removed first).
-	if err := cl.Delete(ctx, manifestsDir); err != nil {
+	// 1. The mode installed (the suite's deployment without it removed first).
+	if err := cl.Delete(ctx, plainDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Apply(ctx, rollingOverlay); err != nil {
+	if err := cl.Apply(ctx, manifestsDir); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
@@ -392,22 +391,23 @@ func awaitWorkloadGone(t testing.TB, ctx context.Context) {
 	failedMounts(t, ctx)
 }
 
-// restoreBase puts manifests/ back (without the mode) for the tests that follow.
+// restoreBase puts the suite's deployment back (plainDir: without the mode)
+// for the tests that follow.
 func restoreBase(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
-		t.Errorf("restore %s: %v", manifestsDir, err)
+	if err := cl.Apply(ctx, plainDir); err != nil {
+		t.Errorf("restore %s: %v", plainDir, err)
 		return
 	}
 	if err := cl.WaitDeployed(ctx, cfg, 2*time.Minute); err != nil {
-		t.Errorf("restore %s: %v", manifestsDir, err)
+		t.Errorf("restore %s: %v", plainDir, err)
 	}
 }
 
 // TestRollingUpdateIntoAndOutOfMode: the first rollout into the mode
-// (manifests/ applied, then manifests/overlays/rolling-update over it) and
-// the way out (manifests/ applied again). Each may cost one short gap — the
+// (manifests/overlays/without-rolling-update applied, then manifests/ over
+// it) and the way out (the overlay applied again). Each may cost one short gap — the
 // registrar without the mode announces version 1.0.0 and unlinks its socket
 // by name when it leaves; the mode's instances announce higher versions, so
 // the kubelet rejects a plain announcement while a mode's instance holds the
@@ -424,8 +424,8 @@ func TestRollingUpdateIntoAndOutOfMode(tt *testing.T) {
 	}
 	recs := recordRegistration(t, ctx)
 	for _, step := range []struct{ name, dir string }{
-		{"into the mode", rollingOverlay},
-		{"out of the mode", manifestsDir},
+		{"into the mode", manifestsDir},
+		{"out of the mode", plainDir},
 	} {
 		before, err := cl.Pods(ctx)
 		if err != nil {

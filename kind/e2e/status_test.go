@@ -32,7 +32,7 @@ import (
 )
 
 // TestStatus runs `kubectl csi-registrar status` (cmd/kubectl-csi_registrar,
-// the real binary) against the deployment of manifests/: each case starts
+// the real binary) against the deployment of manifests/overlays/without-rolling-update/: each case starts
 // from it deployed and registered everywhere and leaves it so.
 //
 //	E2E_STATUS_PLUGIN  the plugin binary to run (default: built from the tree)
@@ -104,7 +104,7 @@ type statusRun struct {
 }
 
 // kubeconfigFor returns a kubeconfig for a new ServiceAccount bound to the
-// ClusterRoles of manifests/ named roles only; all of it is removed at the
+// ClusterRoles of manifests/overlays/without-rolling-update/ named roles only; all of it is removed at the
 // end of the test.
 func kubeconfigFor(t *testing.T, ctx context.Context, roles ...string) string {
 	t.Helper()
@@ -391,7 +391,7 @@ func testStatusNotExpected(t *testing.T) {
 			t.Errorf("replacing the pods: %v", err)
 		}
 		if err := cl.WaitDeployed(ctx, cfg, podWait); err != nil {
-			t.Errorf("manifests/ not registered again: %v", err)
+			t.Errorf(plainDir+" not registered again: %v", err)
 		}
 	})
 	// The new template replaces the pods on the other nodes too: the rollout
@@ -504,11 +504,11 @@ func testStatusInProcess(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*podWait)
 		defer cancel()
-		if err := cl.Apply(ctx, manifestsDir); err != nil {
-			t.Errorf("restoring manifests/: %v", err)
+		if err := cl.Apply(ctx, plainDir); err != nil {
+			t.Errorf("restoring "+plainDir+": %v", err)
 		}
 		if err := cl.WaitDeployed(ctx, cfg, 3*podWait); err != nil {
-			t.Errorf("manifests/ not registered again: %v", err)
+			t.Errorf(plainDir+" not registered again: %v", err)
 		}
 	})
 	if err := cl.RolledOut(ctx, cfg.Driver, 3*podWait); err != nil {
@@ -525,7 +525,7 @@ func testStatusInProcess(t *testing.T) {
 // upstreamRegistrarImage is the image of upstream's archive.
 const upstreamRegistrarImage = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0"
 
-// The DaemonSet of manifests/ with upstream's node-driver-registrar as the
+// The DaemonSet of manifests/overlays/without-rolling-update/ with upstream's node-driver-registrar as the
 // sidecar (it serves no /readyz: its readiness probe removed): the plugin
 // finds it by the same rule, names it, reports it healthy, and for a node
 // whose registration the kubelet rejects, gives the kubelet's side.
@@ -549,11 +549,11 @@ func testStatusUpstream(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*podWait)
 		defer cancel()
 		_ = setTopologyLabels(ctx, node, nil)
-		if err := cl.Apply(ctx, manifestsDir); err != nil {
-			t.Errorf("restoring manifests/: %v", err)
+		if err := cl.Apply(ctx, plainDir); err != nil {
+			t.Errorf("restoring "+plainDir+": %v", err)
 		}
 		if err := cl.WaitDeployed(ctx, cfg, 3*podWait); err != nil {
-			t.Errorf("manifests/ not registered again: %v", err)
+			t.Errorf(plainDir+" not registered again: %v", err)
 		}
 	})
 	upstreamOn := func() bool {

@@ -31,7 +31,15 @@ import (
 //	E2E_KEEP           set: leave the cluster up (and the last state deployed) at the end
 //	LOCALNODE_LOCKED   1: the caller holds the local node's lock (kind/nodelock.sh sets it)
 const (
+	// manifestsDir is the reference deployment, in the rolling-update mode:
+	// rollout_test.go rolls it, and `make e2e-driver DRIVER=manifests` runs
+	// verify's registration cases on it.
 	manifestsDir = "manifests"
+	// plainDir is the deployment the suite keeps between tests: the reference
+	// without the rolling-update mode, the registrar as a drop-in for
+	// node-driver-registrar (one socket, <driver>-reg.sock). TestE2E's cases
+	// check that registrar's behaviour, socket by socket.
+	plainDir     = "manifests/overlays/without-rolling-update"
 	retryOverlay = "kind/e2e/overlays/retry"
 	// nodeLockScript runs a command under the lock that serialises every
 	// user of the one local node (the Makefile's with_node_lock calls it too).
@@ -42,7 +50,7 @@ const (
 
 var (
 	cl       *Cluster
-	cfg      DriverConfig // what manifests/ configures
+	cfg      DriverConfig // what manifests/overlays/without-rolling-update/ configures
 	allNodes []string     // every node (the DaemonSet tolerates every taint), sorted
 )
 
@@ -142,7 +150,7 @@ func relockUnderNodeLock(root string) error {
 
 // setup loads the image, starts from a clean slate (nothing of ours
 // deployed, no topology label left from an earlier run, so that the kubelet
-// is seen writing it) and deploys manifests/, measuring how long the kubelet
+// is seen writing it) and deploys manifests/overlays/without-rolling-update/, measuring how long the kubelet
 // took to register the driver on each node.
 func setup(ctx context.Context, root string) error {
 	archive := os.Getenv("E2E_IMAGE_ARCHIVE")
@@ -158,7 +166,7 @@ func setup(ctx context.Context, root string) error {
 	}
 	logf("loaded %s in %s", archive, time.Since(t).Round(100*time.Millisecond))
 
-	ds, err := cl.RenderDaemonSet(ctx, manifestsDir)
+	ds, err := cl.RenderDaemonSet(ctx, plainDir)
 	if err != nil {
 		return err
 	}
@@ -166,16 +174,16 @@ func setup(ctx context.Context, root string) error {
 		return err
 	}
 	if !cfg.NodeIDIsNodeName || len(cfg.Topology) == 0 || cfg.MaxVolumes <= 0 {
-		return fmt.Errorf("manifests/ must pass --node-id=$(KUBE_NODE_NAME) from spec.nodeName, a --topology and --max-volumes-per-node for the suite to check them: %+v", cfg)
+		return fmt.Errorf("manifests/overlays/without-rolling-update/ must pass --node-id=$(KUBE_NODE_NAME) from spec.nodeName, a --topology and --max-volumes-per-node for the suite to check them: %+v", cfg)
 	}
-	logf("manifests/ configures: driver %s, node ID = node name, topology %v, max volumes %d", cfg.Driver, cfg.Topology, cfg.MaxVolumes)
+	logf("manifests/overlays/without-rolling-update/ configures: driver %s, node ID = node name, topology %v, max volumes %d", cfg.Driver, cfg.Topology, cfg.MaxVolumes)
 
 	if allNodes, err = cl.NodeNames(ctx); err != nil {
 		return err
 	}
 
 	t = time.Now()
-	if err := cl.Delete(ctx, manifestsDir); err != nil {
+	if err := cl.Delete(ctx, plainDir); err != nil {
 		return err
 	}
 	for _, n := range allNodes {
@@ -229,7 +237,7 @@ func setup(ctx context.Context, root string) error {
 	}
 	defer pods.Stop()
 	t0 := time.Now()
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
+	if err := cl.Apply(ctx, plainDir); err != nil {
 		return err
 	}
 	// Registered, whatever the values: case 1 checks them.
@@ -243,7 +251,7 @@ func setup(ctx context.Context, root string) error {
 		if err != nil {
 			return err
 		}
-		record("setup", fmt.Sprintf("apply -k manifests/ -> CSINode entry on %s", n), ev.At.Sub(t0))
+		record("setup", fmt.Sprintf("apply -k manifests/overlays/without-rolling-update/ -> CSINode entry on %s", n), ev.At.Sub(t0))
 		_, ev, err = pods.Await(ctx, 0, time.Second, "pod Ready", func(s State) bool {
 			for _, p := range s.Pods() {
 				if p.Spec.NodeName == n && drivercases.PodReady(p) {
@@ -255,7 +263,7 @@ func setup(ctx context.Context, root string) error {
 		if err != nil {
 			return err
 		}
-		record("setup", fmt.Sprintf("apply -k manifests/ -> pod Ready on %s", n), ev.At.Sub(t0))
+		record("setup", fmt.Sprintf("apply -k manifests/overlays/without-rolling-update/ -> pod Ready on %s", n), ev.At.Sub(t0))
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ import (
 
 // The reference driver as a template: its one real feature, CSI ephemeral
 // volumes, end to end with the example pod of manifests/examples/, first with
-// the registrar sidecar (manifests/), then with in-process registration
+// the registrar sidecar (manifests/overlays/without-rolling-update/), then with in-process registration
 // (manifests/overlays/in-process/, installed after the sidecar variant is
 // uninstalled: never both for one driver name).
 //
@@ -73,46 +73,46 @@ func loadExampleImage(t testing.TB, ctx context.Context) {
 	measure(t, "load the example image", time.Since(t0))
 }
 
-// 1. With manifests/ (the registrar sidecar): the example pod runs with its
+// 1. With manifests/overlays/without-rolling-update/ (the registrar sidecar): the example pod runs with its
 // inline volume mounted, and deleting it leaves nothing behind.
 func testEphemeralSidecar(t *testing.T) {
 	ctx, _ := begin(t)
 	ephemeralVolumeCase(t, ctx)
 }
 
-// 2. In-process registration: uninstall manifests/, install the single-
+// 2. In-process registration: uninstall manifests/overlays/without-rolling-update/, install the single-
 // container variant, check that it registers, then run case 1's checks.
-// manifests/ is deployed again at the end, as the other cases expect it.
+// manifests/overlays/without-rolling-update/ is deployed again at the end, as the other cases expect it.
 func testEphemeralInProcess(t *testing.T) {
 	ctx, _ := begin(t)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if err := cl.Delete(ctx, inProcessOverlay); err != nil {
-			t.Errorf("restore manifests/: %v", err)
+			t.Errorf("restore "+plainDir+": %v", err)
 			return
 		}
 		if err := waitUnregistered(ctx, 60*time.Second); err != nil {
-			t.Errorf("restore manifests/: %v", err)
+			t.Errorf("restore "+plainDir+": %v", err)
 			return
 		}
-		if err := cl.Apply(ctx, manifestsDir); err != nil {
-			t.Errorf("restore manifests/: %v", err)
+		if err := cl.Apply(ctx, plainDir); err != nil {
+			t.Errorf("restore "+plainDir+": %v", err)
 			return
 		}
 		if err := cl.WaitDeployed(ctx, cfg, 3*time.Minute); err != nil {
-			t.Errorf("restore manifests/: %v", err)
+			t.Errorf("restore "+plainDir+": %v", err)
 		}
 	})
 
 	t0 := time.Now()
-	if err := cl.Delete(ctx, manifestsDir); err != nil {
+	if err := cl.Delete(ctx, plainDir); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitUnregistered(ctx, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	measure(t, "delete -k manifests/ -> unregistered", time.Since(t0))
+	measure(t, "delete -k manifests/overlays/without-rolling-update/ -> unregistered", time.Since(t0))
 
 	ds, err := cl.RenderDaemonSet(ctx, inProcessOverlay)
 	if err != nil {
@@ -125,7 +125,7 @@ func testEphemeralInProcess(t *testing.T) {
 	if err := cl.Apply(ctx, inProcessOverlay); err != nil {
 		t.Fatal(err)
 	}
-	// The same driver name, node ID, topology and limit as manifests/; a pod
+	// The same driver name, node ID, topology and limit as manifests/overlays/without-rolling-update/; a pod
 	// is Ready only when /readyz says the kubelet confirmed the registration.
 	if err := cl.WaitDeployed(ctx, cfg, 3*time.Minute); err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ sees the directory only as mounted in its container and cannot check this. */}}
 {{- $name := include "csi-registrar.driverName" . -}}
 {{- $n := add (len $root) (len "/plugins_registry/") (min (len $name) 41) (len "_12345678_1234567890123-reg.sock") -}}
 {{- if gt $n 107 -}}
-{{- fail (printf "rollingUpdate.enabled: the kubelet would dial the mode's registration sockets at %s/plugins_registry/<prefix>_<instance>_<version>-reg.sock, %d bytes; a unix socket path holds at most 107: %d too many, shorten kubeletDir or driverName (prefix: its first 41 characters at most)" $root $n (sub $n 107)) -}}
+{{- fail (printf "rollingUpdate.enabled: the kubelet would dial the mode's registration sockets at %s/plugins_registry/<prefix>_<instance>_<version>-reg.sock, %d bytes; a unix socket path holds at most 107: %d too many, shorten kubeletDir or driverName (prefix: its first 41 characters at most), or set rollingUpdate.enabled=false (each upgrade then unregisters the driver for about a second)" $root $n (sub $n 107)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
