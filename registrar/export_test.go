@@ -30,6 +30,7 @@ func (r *Registrar) OnWatcher(f func(*fsnotify.Watcher)) {
 const (
 	ReconcilePeriod     = reconcilePeriod
 	KubeletRetrySilence = kubeletRetrySilence
+	SuccessorWait       = successorWait
 )
 
 // ListenFault returns the stage and the metric reason of a listen error.

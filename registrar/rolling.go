@@ -56,9 +56,10 @@ const (
 	// instance found on the node before deciding whether to announce.
 	discoveryWait = 2 * time.Second
 	// successorWait bounds how long a terminating instance waits for
-	// another one to be confirmed after it, so that it can leave without
-	// unregistering the driver; well within the manifests'
-	// terminationGracePeriodSeconds (10 s).
+	// another one to appear (when it is alone) and be confirmed after it,
+	// so that it can leave without unregistering the driver; well within
+	// the manifests' terminationGracePeriodSeconds (10 s). An uninstall
+	// unregisters the driver this much later.
 	successorWait = 5 * time.Second
 	// liveCheckTimeout bounds the live check of a successor at exit.
 	liveCheckTimeout = time.Second
@@ -482,7 +483,15 @@ func (l *loop) rollExit() {
 	self := l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
 	l.drainPeerEvents()
 	inst, succ := l.confirmedSuccessor(self)
-	if succ == nil && l.othersMayHold() {
+	// Alone, this instance cannot tell a deleted pod, whose replacement the
+	// DaemonSet controller starts at once (maxSurge), from an uninstall: it
+	// waits as long for an instance to appear. Leaving at once would unlink
+	// the socket while the replacement announces, and the kubelet would
+	// unregister the one and register the other in the same round, racing on
+	// the Node's annotation (seen on v1.37.2: the annotation key lost for
+	// good while the CSINode entry stayed).
+	alone := len(l.roll.peers) == 0
+	if succ == nil && (alone || l.othersMayHold()) {
 		// Another instance may take the registration now that this one
 		// says it is terminating: give it the time to be confirmed. Meanwhile
 		// the kubelet's verdict on this instance's announcement still counts
@@ -495,7 +504,7 @@ func (l *loop) rollExit() {
 		}
 		files := l.watcher.Events
 	waiting:
-		for succ == nil && l.othersMayHold() {
+		for succ == nil && (len(l.roll.peers) == 0 || l.othersMayHold()) {
 			select {
 			case ev := <-l.roll.events:
 				l.onPeerEvent(ev)

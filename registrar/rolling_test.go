@@ -183,7 +183,7 @@ func TestRollingUpdateKubeletSilenceAnnouncesAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, d.Run)
-	r, _ := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) {
+	r, run := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) {
 		o.CSIAddress, o.KubeletRegistrationPath, o.RollingUpdate = sock, sock, "pod-a"
 		o.KubeletWait = registrar.MinKubeletWait
 	})
@@ -200,6 +200,12 @@ func TestRollingUpdateKubeletSilenceAnnouncesAgain(t *testing.T) {
 	}
 	if !strings.Contains(metric(r), `csi_registrar_rolling_update_decisions_total{decision="take-back"} 1`) {
 		t.Errorf("metrics do not count the take-back:\n%s", metric(r))
+	}
+	// Alone, the instance waits for another one to appear before it leaves.
+	run.cancel()
+	clk.Fire(t, registrar.SuccessorWait, patience)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -291,6 +297,40 @@ func TestRollingUpdateLeavingInstanceWatchesNewcomers(t *testing.T) {
 	}
 	if _, err := os.Lstat(sockA); !os.IsNotExist(err) {
 		t.Errorf("the leaving instance left its socket %s: %v", sockA, err)
+	}
+}
+
+// A pod deleted when it is the only instance (no rollout): the DaemonSet
+// controller starts its replacement at once, whose instance may start only
+// after the old one got SIGTERM. The old one, alone, waits for it instead
+// of unlinking its socket at once, and leaves without a Remove once the
+// kubelet confirmed the replacement. Seen on kubelet v1.37.2 before: the old
+// instance unlinked its socket by name 0.14 s before the replacement
+// announced, and the kubelet unregistered the one and registered the other
+// in the same round, losing the Node's annotation key for good.
+func TestRollingUpdateDeletedPodsReplacementTakesOver(t *testing.T) {
+	e := newEnv(t)
+	events := watchDir(t, e.regDir)
+	a, runA := startInstance(t, e, "pod-a")
+	sockA := announced(t, a, "")
+
+	runA.cancel()
+	eventually(t, "the deleted pod's instance terminating", func() bool {
+		st, err := registrar.FetchInstanceState(t.Context(), sockA)
+		return err == nil && st.Terminating
+	})
+	b, _ := startInstance(t, e, "pod-b")
+	announced(t, b, "")
+	select {
+	case <-runA.done:
+	case <-time.After(patience):
+		t.Fatal("the deleted pod's instance did not return")
+	}
+	if events.removed(filepath.Base(sockA)) {
+		t.Errorf("the deleted pod's instance removed %s by name although its replacement was confirmed after it: the kubelet would unregister the driver", filepath.Base(sockA))
+	}
+	if _, err := os.Lstat(sockA); !os.IsNotExist(err) {
+		t.Errorf("the deleted pod's instance left its socket %s: %v", sockA, err)
 	}
 }
 

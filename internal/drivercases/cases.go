@@ -136,10 +136,12 @@ func orDash(s string) string {
 	return s
 }
 
-// podDeletedRolling is case 2 in the rolling-update mode: the deleted pod's
-// replacement (the controller starts it as soon as the old pod terminates)
-// takes the registration over before the old instance leaves, so the
-// driver is never unregistered on the node.
+// podDeletedRolling is case 2 in the rolling-update mode. The controller
+// starts the deleted pod's replacement at once (maxSurge); the old instance,
+// alone, waits up to 5 s for the replacement's instance and retires once
+// the kubelet confirmed it: no gap. A replacement that takes longer to
+// announce (a driver slow to start) costs one gap, measured; more than one,
+// or a driver not registered again, fails the case.
 func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, e nodeExpect, existed map[types.UID]bool,
 	nodeRec, cnRec, podRec *record.Recorder, t0 time.Time) {
 	d := s.d
@@ -162,13 +164,22 @@ func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, e nod
 		return true
 	})
 	t.measure("pod delete -> old pod gone", ev.At.Sub(t0))
-	if bad := cnRec.All(0, func(st record.State) bool { return !d.entryAbsent(n)(st) }); bad != nil {
-		t.Errorf("rolling-update mode: the CSINode entry on %s was gone at %s, %s after the delete",
-			n, bad.At.Format("15:04:05.000"), bad.At.Sub(t0).Round(time.Millisecond))
+	// Registered again (a gap that has not ended is measured up to then).
+	_, _, _ = cnRec.Await(ctx, cnRec.Len()-1, shortWait, "CSINode entry", entryOf(n, d.name))
+	_, _, _ = nodeRec.Await(ctx, nodeRec.Len()-1, shortWait, "annotation key", annotatedWith(n, d.name, true, func(string) bool { return true }))
+	end := time.Now()
+	cnGaps := absences(cnRec.Events(0), entryOf(n, d.name), t0, end)
+	anGaps := absences(nodeRec.Events(0), annotatedWith(n, d.name, true, func(string) bool { return true }), t0, end)
+	all := unionSpans(cnGaps, anGaps)
+	t.Logf("rolling-update mode: node %s: CSINode entry absent: %s; annotation key absent: %s", n, spansText(cnGaps), spansText(anGaps))
+	if len(all) > 0 {
+		t.measure("pod delete -> unregistered (the old instance left before its replacement was up)", totalOf(all))
 	}
-	if bad := nodeRec.All(0, func(st record.State) bool { return !d.annotated(n, e, false)(st) }); bad != nil {
-		t.Errorf("rolling-update mode: the annotation key on %s was gone at %s, %s after the delete",
-			n, bad.At.Format("15:04:05.000"), bad.At.Sub(t0).Round(time.Millisecond))
+	switch {
+	case len(all) > 0 && all[len(all)-1].open:
+		t.Errorf("rolling-update mode: the driver is not registered on %s again after the delete", n)
+	case len(all) > 1:
+		t.Errorf("rolling-update mode: the driver left the registration on %s %d times after one pod delete, want at most once", n, len(all))
 	}
 }
 
