@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
 )
 
@@ -193,9 +194,10 @@ func (s *suite) diagnose(ctx context.Context, node string) []string {
 		c = append(c, fmt.Sprintf("no registration socket %s in %s on %s: the registrar did not create it (its log says why)", d.regSocketText(), PluginsRegistry, node))
 	}
 	if cl.Dialer == nil {
-		out, err := cl.Node.NodeSh(ctx, node, `[ -S "$1" ] && echo socket || echo missing`, d.spec.RegistrationPath)
+		sock := driverspec.ExpandForPod(d.spec.RegistrationPath, pod, d.spec.Registrar)
+		out, err := cl.Node.NodeSh(ctx, node, `[ -S "$1" ] && echo socket || echo missing`, sock)
 		if err == nil && strings.TrimSpace(out) == "missing" {
-			c = append(c, fmt.Sprintf("no socket at --kubelet-registration-path=%s on %s: the kubelet calls NodeGetInfo there", d.spec.RegistrationPath, node))
+			c = append(c, fmt.Sprintf("no socket at --kubelet-registration-path=%s on %s: the kubelet calls NodeGetInfo there", sock, node))
 		}
 		return c
 	}

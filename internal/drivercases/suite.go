@@ -234,7 +234,10 @@ func (s *suite) setup(ctx context.Context, cl Cluster) error {
 		s.logf("warning: %s", p)
 	}
 	d := &driverUnderTest{spec: spec, name: spec.DriverName, nameFrom: spec.DriverNameFrom, cnRecs: map[string]*record.Recorder{}}
-	learn := d.name == "" || spec.RegistrationPath == "" || strings.Contains(spec.RegistrationPath, "$(")
+	// A path set from a field (the mode's $(POD_UID)) is asked of the
+	// registration socket where it can be dialed; elsewhere it is expanded
+	// for each pod from the pod object (driverspec.ExpandForPod).
+	learn := d.name == "" || spec.RegistrationPath == "" || strings.Contains(spec.RegistrationPath, "$(") && cl.Dialer != nil
 	if learn && cl.Dialer == nil {
 		return fmt.Errorf("%s: the manifests do not say the driver's name and socket (--driver-name or one CSIDriver object; a registrar's --kubelet-registration-path), and this run cannot dial the node's registration socket to ask it (GetInfo): add --driver-name to the registrar's args, or run where the node's sockets can be dialed (the local node)", opt.Manifests)
 	}
@@ -388,7 +391,8 @@ func (s *suite) findDriver(ctx context.Context, d *driverUnderTest, pods map[str
 		sock, what = d.spec.RegistrationPath, "the driver's socket the kubelet is told (GetInfo's endpoint)"
 	}
 	for _, n := range d.nodes {
-		c, err := SocketOwner(ctx, s.cl.Node, pods[n], sock)
+		// The mode's socket is named by the pod's UID: each pod's own.
+		c, err := SocketOwner(ctx, s.cl.Node, pods[n], driverspec.ExpandForPod(sock, pods[n], d.spec.Registrar))
 		if err != nil {
 			return fmt.Errorf("the driver container (the one listening on %s): %w", what, err)
 		}

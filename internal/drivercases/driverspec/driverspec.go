@@ -446,6 +446,62 @@ func Expand(s string, env map[string]string) string {
 	return b.String()
 }
 
+// ExpandForPod expands $(VAR) in s as the kubelet does for a container of
+// pod: from its env entries with a literal value and those set from a field
+// of the pod (metadata.name, metadata.namespace, metadata.uid, spec.nodeName,
+// spec.serviceAccountName, status.podIP, status.hostIP). A path the
+// manifests build from the pod's UID (the rolling-update mode's
+// /csi/$(POD_UID).sock) is one path per pod. container "" takes the first
+// definition of each name over all the pod's containers (in-process
+// registration: the container is not known yet).
+func ExpandForPod(s string, pod *corev1.Pod, container string) string {
+	env := map[string]string{}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			if container != "" && c.Name != container {
+				continue
+			}
+			local := map[string]string{}
+			for _, e := range c.Env {
+				v, ok := e.Value, e.ValueFrom == nil
+				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+					v, ok = podField(pod, e.ValueFrom.FieldRef.FieldPath)
+				}
+				if !ok {
+					continue
+				}
+				local[e.Name] = Expand(v, local)
+				if _, seen := env[e.Name]; !seen {
+					env[e.Name] = local[e.Name]
+				}
+			}
+		}
+	}
+	return Expand(s, env)
+}
+
+// podField returns the value of a downward API field of pod.
+func podField(pod *corev1.Pod, fieldPath string) (string, bool) {
+	switch fieldPath {
+	case "metadata.name":
+		return pod.Name, true
+	case "metadata.namespace":
+		return pod.Namespace, true
+	case "metadata.uid":
+		return string(pod.UID), true
+	case "spec.nodeName":
+		return pod.Spec.NodeName, true
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, true
+	case "status.podIP":
+		return pod.Status.PodIP, true
+	case "status.hostIP":
+		return pod.Status.HostIP, true
+	}
+	return "", false
+}
+
 // envValues returns the container's env entries that have a literal value.
 func envValues(c *corev1.Container) map[string]string {
 	env := map[string]string{}

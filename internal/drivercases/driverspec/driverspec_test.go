@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const underTest = "csi-registrar:dev"
@@ -263,6 +266,36 @@ func TestExpand(t *testing.T) {
 	} {
 		if got := Expand(in, env); got != want {
 			t.Errorf("Expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestExpandForPod: a socket path built from the pod's UID (the
+// rolling-update mode) is the pod's own; fields the pod does not hold and
+// variables of another container are left as written.
+func TestExpandForPod(t *testing.T) {
+	uid := corev1.EnvVar{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "0d8c4c6e-5b8f-4a53-9a0e-1f2a3b4c5d6e"},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{
+			{Name: "driver", Env: []corev1.EnvVar{uid, {Name: "SOCK", Value: "/csi/$(POD_UID).sock"}}},
+			{Name: "registrar", Env: []corev1.EnvVar{
+				uid,
+				{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+				{Name: "LIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
+			}},
+		}},
+	}
+	for _, c := range []struct{ in, container, want string }{
+		{"/var/lib/kubelet/plugins/d/$(POD_UID).sock", "registrar", "/var/lib/kubelet/plugins/d/0d8c4c6e-5b8f-4a53-9a0e-1f2a3b4c5d6e.sock"},
+		{"$(NODE)", "registrar", "n1"},
+		{"$(LIMIT)", "registrar", "$(LIMIT)"},
+		{"$(SOCK)", "registrar", "$(SOCK)"},
+		{"$(SOCK)", "driver", "/csi/0d8c4c6e-5b8f-4a53-9a0e-1f2a3b4c5d6e.sock"},
+		{"$(SOCK) $(NODE)", "", "/csi/0d8c4c6e-5b8f-4a53-9a0e-1f2a3b4c5d6e.sock n1"},
+	} {
+		if got := ExpandForPod(c.in, pod, c.container); got != c.want {
+			t.Errorf("ExpandForPod(%q, container %q) = %q, want %q", c.in, c.container, got, c.want)
 		}
 	}
 }
