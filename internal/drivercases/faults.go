@@ -78,7 +78,7 @@ func (s *suite) rolloutsWithFaults(t *check) {
 
 	t0 := time.Now()
 	if load != nil {
-		load.start(ctx)
+		load.Start(ctx)
 	}
 	var injected []string
 	kills := 0
@@ -114,7 +114,7 @@ func (s *suite) rolloutsWithFaults(t *check) {
 		done, err := s.awaitRolledOut(ctx, prev, rolloutWait)
 		if err != nil {
 			if load != nil {
-				load.stop()
+				_ = load.Stop() // the case ends on err
 			}
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func (s *suite) rolloutsWithFaults(t *check) {
 		t.Logf("rollout %d (%s at +%s): rolled out in %.1f s", i, fault, delay.Round(time.Millisecond), done.Sub(start).Seconds())
 	}
 	if load != nil {
-		load.stop()
+		_ = load.Stop() // finish reports its error
 	}
 	if err := s.updateNodes(ctx, d); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
@@ -84,18 +83,18 @@ func (s *suite) rollout(t *check) {
 
 	t0 := time.Now()
 	if load != nil {
-		load.start(ctx)
+		load.Start(ctx)
 	}
 	if err := s.patchTemplate(ctx, t0.UTC().Format(time.RFC3339Nano)); err != nil {
 		if load != nil {
-			load.stop()
+			_ = load.Stop() // the case ends on err
 		}
 		t.Fatal(err)
 	}
 	done, err := s.awaitRolledOut(ctx, before, rolloutWait)
 	if err != nil {
 		if load != nil {
-			load.stop()
+			_ = load.Stop() // the case ends on err
 		}
 		t.Fatal(err)
 	}
@@ -105,7 +104,7 @@ func (s *suite) rollout(t *check) {
 	case <-time.After(afterRollout):
 	}
 	if load != nil {
-		load.stop()
+		_ = load.Stop() // finish reports its error
 	}
 	if err := s.updateNodes(ctx, d); err != nil {
 		t.Fatal(err)
@@ -275,26 +274,12 @@ func (s *suite) deregistrations(ctx context.Context, node string, t0 time.Time) 
 	return out
 }
 
-// mountLoad starts pods with a CSI inline volume of the driver, round robin
-// over the nodes under test, every mountEvery until stopped, and deletes
-// each once it runs (its volume was mounted), so that both the old and the
-// new driver instance publish and unpublish, and the node's pod capacity is
-// never reached. Its pods live in a namespace of their own.
+// mountLoad is verify's MountLoad: its pods run the workload image and
+// tolerate every taint, in a namespace of their own; baseline, awaitTornDown
+// and finish are the rollout cases' checks around it.
 type mountLoad struct {
-	s      *suite
-	ns     string
-	nodes  []string
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	pods   map[string]*loadPod // by name
-	err    error
-}
-
-type loadPod struct {
-	node string
-	uid  types.UID
-	ran  bool
+	*MountLoad
+	s *suite
 }
 
 // mountCounts are the figures of one node.
@@ -316,13 +301,15 @@ func (s *suite) newMountLoad(t *check, ctx context.Context, nodes []string) *mou
 			t.Logf("delete namespace %s: %v", made.Name, err)
 		}
 	})
-	return &mountLoad{s: s, ns: made.Name, nodes: nodes, pods: map[string]*loadPod{}}
+	l := &mountLoad{s: s}
+	l.MountLoad = &MountLoad{Client: s.cl.Client, Namespace: made.Name, Nodes: nodes, Every: mountEvery, Pod: l.pod}
+	return l
 }
 
 func (l *mountLoad) pod(name, node string) *corev1.Pod {
 	no, yes, uid := false, true, int64(65532)
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns, Labels: map[string]string{"app": "csi-registrar-rollout-mount"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.Namespace, Labels: map[string]string{"app": "csi-registrar-rollout-mount"}},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
 			AutomountServiceAccountToken:  &no,
@@ -347,15 +334,15 @@ func (l *mountLoad) pod(name, node string) *corev1.Pod {
 // happens says nothing about a rollout. It returns why not ("" when every
 // pod ran).
 func (l *mountLoad) baseline(ctx context.Context) string {
-	pods := l.s.cl.Client.CoreV1().Pods(l.ns)
-	for _, n := range l.nodes {
+	pods := l.Client.CoreV1().Pods(l.Namespace)
+	for _, n := range l.Nodes {
 		if _, err := pods.Create(ctx, l.pod("baseline-"+n, n), metav1.CreateOptions{}); err != nil {
 			return fmt.Sprintf("a pod with an inline volume on %s: %v", n, err)
 		}
 	}
 	var why string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, podWait, true, func(ctx context.Context) (bool, error) {
-		ev, err := l.s.cl.Client.CoreV1().Events(l.ns).List(ctx, metav1.ListOptions{})
+		ev, err := l.Client.CoreV1().Events(l.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -365,7 +352,7 @@ func (l *mountLoad) baseline(ctx context.Context) string {
 				return true, nil
 			}
 		}
-		for _, n := range l.nodes {
+		for _, n := range l.Nodes {
 			p, err := pods.Get(ctx, "baseline-"+n, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -382,113 +369,15 @@ func (l *mountLoad) baseline(ctx context.Context) string {
 		why = err.Error()
 	}
 	// Their events do not count: only the rollout's pods' do (finish).
-	if err := l.deleteAll(context.WithoutCancel(ctx)); err != nil && why == "" {
+	if err := l.DeleteAll(context.WithoutCancel(ctx)); err != nil && why == "" {
 		return err.Error()
 	}
 	if why == "" {
-		if err := l.awaitNoPods(ctx, podWait); err != nil {
+		if err := l.AwaitNoPods(ctx, podWait); err != nil {
 			return err.Error()
 		}
 	}
 	return why
-}
-
-// deleteAll deletes every pod of the namespace at once (no grace period).
-func (l *mountLoad) deleteAll(ctx context.Context) error {
-	return l.deletePods(ctx, func(*corev1.Pod) bool { return true })
-}
-
-// deletePods deletes, with no grace period, the pods of the namespace that
-// pick chooses.
-func (l *mountLoad) deletePods(ctx context.Context, pick func(*corev1.Pod) bool) error {
-	pods := l.s.cl.Client.CoreV1().Pods(l.ns)
-	list, err := pods.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	grace := int64(0)
-	for i := range list.Items {
-		p := &list.Items[i]
-		if !pick(p) {
-			continue
-		}
-		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	return nil
-}
-
-func (l *mountLoad) start(ctx context.Context) {
-	wctx, cancel := context.WithCancel(ctx)
-	l.cancel, l.done = cancel, make(chan struct{})
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(mountEvery)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			n := l.nodes[i%len(l.nodes)]
-			name := fmt.Sprintf("inline-%04d", i)
-			made, err := l.s.cl.Client.CoreV1().Pods(l.ns).Create(wctx, l.pod(name, n), metav1.CreateOptions{})
-			if err == nil {
-				l.mu.Lock()
-				l.pods[name] = &loadPod{node: n, uid: made.UID}
-				l.mu.Unlock()
-				err = l.reap(wctx)
-			}
-			if err != nil {
-				if wctx.Err() == nil {
-					l.mu.Lock()
-					l.err = err
-					l.mu.Unlock()
-				}
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-wctx.Done():
-				return
-			}
-		}
-	}()
-}
-
-func (l *mountLoad) stop() {
-	if l.cancel != nil {
-		l.cancel()
-		<-l.done
-	}
-}
-
-// reap deletes the pods that run, and records that they ran.
-func (l *mountLoad) reap(ctx context.Context) error {
-	return l.deletePods(ctx, func(p *corev1.Pod) bool {
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-			return false
-		}
-		l.mu.Lock()
-		if lp := l.pods[p.Name]; lp != nil {
-			lp.ran = true
-		}
-		l.mu.Unlock()
-		return true
-	})
-}
-
-func (l *mountLoad) awaitNoPods(ctx context.Context, timeout time.Duration) error {
-	var left int
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := l.s.cl.Client.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		left = len(list.Items)
-		return left == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%d inline-volume pods in %s not gone within %s: %w", left, l.ns, timeout, err)
-	}
-	return nil
 }
 
 // podDirsScript prints which of the pod UIDs $2... still have a directory
@@ -502,13 +391,11 @@ const podDirsScript = `d=$1; shift; for u in "$@"; do [ ! -e "$d/$u" ] || echo "
 // with the driver's state behind.
 func (l *mountLoad) awaitTornDown(ctx context.Context, timeout time.Duration) error {
 	byNode := map[string][]string{}
-	l.mu.Lock()
-	for _, p := range l.pods {
-		if p.uid != "" {
-			byNode[p.node] = append(byNode[p.node], string(p.uid))
+	for _, p := range l.Pods() {
+		if p.UID != "" {
+			byNode[p.Node] = append(byNode[p.Node], string(p.UID))
 		}
 	}
-	l.mu.Unlock()
 	var left []string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		left = left[:0]
@@ -534,48 +421,32 @@ func (l *mountLoad) awaitTornDown(ctx context.Context, timeout time.Duration) er
 // all and waits until they are gone (their volumes unpublished), then counts
 // per node the pods that never ran and the FailedMount events.
 func (l *mountLoad) finish(t *check, ctx context.Context) map[string]mountCounts {
-	if l.err != nil {
-		t.Errorf("inline-volume pods: %v", l.err)
+	if err := l.Stop(); err != nil {
+		t.Errorf("inline-volume pods: %v", err)
 	}
-	var never []string
-	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, podWait, true, func(ctx context.Context) (bool, error) {
-		if err := l.reap(ctx); err != nil {
-			return false, err
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		never = never[:0]
-		for name, p := range l.pods {
-			if !p.ran {
-				never = append(never, name)
-			}
-		}
-		return len(never) == 0, nil
-	})
-	sort.Strings(never)
+	never, _ := l.AwaitRan(ctx, podWait)
 	if len(never) > 0 {
 		t.Logf("inline-volume pods that never ran within %s after the rollout: %s", podWait, strings.Join(lastN(never, 20), ", "))
 	}
-	if err := l.deleteAll(ctx); err != nil {
+	if err := l.DeleteAll(ctx); err != nil {
 		t.Errorf("delete the inline-volume pods: %v", err)
 	}
-	if err := l.awaitNoPods(ctx, podWait); err != nil {
+	if err := l.AwaitNoPods(ctx, podWait); err != nil {
 		t.Errorf("%v", err)
 	} else if err := l.awaitTornDown(ctx, podWait); err != nil {
 		t.Errorf("%v", err)
 	}
 	out := map[string]mountCounts{}
-	l.mu.Lock()
-	for _, p := range l.pods {
-		c := out[p.node]
+	pods := l.Pods()
+	for _, p := range pods {
+		c := out[p.Node]
 		c.started++
-		if !p.ran {
+		if !p.Ran {
 			c.neverRan++
 		}
-		out[p.node] = c
+		out[p.Node] = c
 	}
-	l.mu.Unlock()
-	ev, err := l.s.cl.Client.CoreV1().Events(l.ns).List(ctx, metav1.ListOptions{})
+	ev, err := l.Client.CoreV1().Events(l.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Errorf("the inline-volume pods' events: %v", err)
 		return out
@@ -585,15 +456,13 @@ func (l *mountLoad) finish(t *check, ctx context.Context) map[string]mountCounts
 		if e.Reason != "FailedMount" {
 			continue
 		}
-		l.mu.Lock()
-		p := l.pods[e.InvolvedObject.Name]
-		l.mu.Unlock()
-		if p == nil {
+		p, ok := pods[e.InvolvedObject.Name]
+		if !ok {
 			continue
 		}
-		c := out[p.node]
+		c := out[p.Node]
 		c.failed += int(max(e.Count, 1))
-		out[p.node] = c
+		out[p.Node] = c
 		msgs = append(msgs, fmt.Sprintf("%s (x%d): %s", e.InvolvedObject.Name, max(e.Count, 1), e.Message))
 	}
 	sort.Strings(msgs)

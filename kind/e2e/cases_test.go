@@ -523,7 +523,7 @@ func testKubeletRestarted(t *testing.T) {
 		if nd == nil {
 			return false
 		}
-		ready, hb := NodeReady(nd)
+		ready, hb := drivercases.NodeReady(nd)
 		return ready && !hb.Before(t0.Truncate(time.Second))
 	})
 	measure(t, "restart -> Node Ready heartbeat", ev.At.Sub(t0))

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -260,16 +259,6 @@ func (c *Cluster) PodOn(ctx context.Context, node string) (*corev1.Pod, error) {
 	return nil, fmt.Errorf("no pod of DaemonSet %s on node %s", c.DaemonSet, node)
 }
 
-// NodeReady reports the node's Ready condition and its last heartbeat.
-func NodeReady(n *corev1.Node) (bool, time.Time) {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue, c.LastHeartbeatTime.Time
-		}
-	}
-	return false, time.Time{}
-}
-
 // Restarts is "driver=N registrar=M" for a pod: the containers' restartCounts.
 func Restarts(p *corev1.Pod) map[string]int32 {
 	r := map[string]int32{}
@@ -522,87 +511,9 @@ func (c *Cluster) Metrics(ctx context.Context, pod string) (Metrics, error) {
 	return ParseMetrics(body)
 }
 
-// Diagnostics collects what a failure needs to be understood: the kubelet
-// log tail of each node, every pod's status and logs (current and previous
-// containers), and the events of the namespace and of the nodes.
+// Diagnostics collects what a failure needs to be understood: for each of
+// nodes, its kubelet's log tail, plugins_registry, Node and CSINode; every
+// pod of the namespace with its logs; the events (drivercases.Diagnostics).
 func (c *Cluster) Diagnostics(ctx context.Context, nodes []string) string {
-	var b strings.Builder
-	for _, n := range nodes {
-		log, err := c.Provider.KubeletLog(ctx, n, 60)
-		fmt.Fprintf(&b, "==== kubelet log of %s (last 60 lines) ====\n", n)
-		if err != nil {
-			fmt.Fprintf(&b, "(%v)\n", err)
-		}
-		b.WriteString(log)
-		if files, err := c.Provider.PluginsRegistry(ctx, n); err == nil {
-			fmt.Fprintf(&b, "==== %s on %s ====\n", PluginsRegistry, n)
-			for _, f := range files {
-				fmt.Fprintf(&b, "%s socket=%v id=%s\n", f.Name, f.Socket, f.ID())
-			}
-		}
-		if nd, err := c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
-			ready, hb := NodeReady(nd)
-			fmt.Fprintf(&b, "==== node %s: Ready=%v (heartbeat %s), annotation %s=%q, labels %v\n",
-				n, ready, hb.Format(time.RFC3339), csiplugin.NodeIDAnnotation, nd.Annotations[csiplugin.NodeIDAnnotation], nd.Labels)
-		}
-		if cn, err := c.Client.StorageV1().CSINodes().Get(ctx, n, metav1.GetOptions{}); err == nil {
-			js, _ := json.Marshal(cn.Spec.Drivers)
-			fmt.Fprintf(&b, "==== CSINode %s: %s\n", n, js)
-		}
-	}
-	pods, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		fmt.Fprintf(&b, "(pods: %v)\n", err)
-	} else {
-		for _, p := range pods.Items {
-			fmt.Fprintf(&b, "==== pod %s on %s: phase %s, Ready %v, deleting %v\n", p.Name, p.Spec.NodeName, p.Status.Phase, drivercases.PodReady(&p), p.DeletionTimestamp != nil)
-			for _, s := range p.Status.ContainerStatuses {
-				js, _ := json.Marshal(s.State)
-				fmt.Fprintf(&b, "  container %s: ready %v, restarts %d, state %s\n", s.Name, s.Ready, s.RestartCount, js)
-				for _, previous := range []bool{false, true} {
-					if previous && s.RestartCount == 0 {
-						continue
-					}
-					tail := int64(80)
-					raw, err := c.Client.CoreV1().Pods(c.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
-						Container: s.Name, Previous: previous, TailLines: &tail}).DoRaw(ctx)
-					fmt.Fprintf(&b, "---- logs of %s/%s (previous=%v) ----\n", p.Name, s.Name, previous)
-					if err != nil {
-						fmt.Fprintf(&b, "(%v)\n", err)
-					}
-					b.Write(raw)
-				}
-			}
-		}
-	}
-	fmt.Fprintf(&b, "==== events ====\n")
-	var evs []corev1.Event
-	for _, ns := range []string{c.Namespace, metav1.NamespaceDefault} {
-		l, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			fmt.Fprintf(&b, "(events of %s: %v)\n", ns, err)
-			continue
-		}
-		for _, e := range l.Items {
-			if ns == c.Namespace || e.InvolvedObject.Kind == "Node" {
-				evs = append(evs, e)
-			}
-		}
-	}
-	sort.Slice(evs, func(i, j int) bool { return eventTime(evs[i]).Before(eventTime(evs[j])) })
-	for _, e := range evs {
-		fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", eventTime(e).Format("15:04:05"), e.Type,
-			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, strings.TrimSpace(e.Message))
-	}
-	return b.String()
-}
-
-func eventTime(e corev1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
+	return drivercases.Diagnostics(ctx, c.Client, c.Provider, c.Namespace, "", nodes)
 }

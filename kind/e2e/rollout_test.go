@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +93,7 @@ func TestRollingUpdate(tt *testing.T) {
 	time.Sleep(3 * time.Second) // pods keep starting after the last old pod left (not a wait for a state)
 	// Every pod mounted its volume and ran, and was deleted (the new
 	// instance unpublishes what the old one published).
-	started, never, err := wl.stop(ctx, 3*time.Minute)
+	started, never, err := stopWorkload(ctx, wl, 3*time.Minute)
 	if err != nil {
 		t.Errorf("workload: %v; pods that never ran: %v", err, never)
 	}
@@ -237,19 +236,10 @@ func awaitNewPod(t testing.TB, ctx context.Context, before map[string]*corev1.Po
 	return found
 }
 
-// workload starts pods with an inline volume of the driver, round robin
-// over the nodes, until stopped, and deletes each once it runs (its volume
-// was mounted), so that both instances unpublish volumes and the node's
-// pod capacity is never reached.
-type workload struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	pods   map[string]bool // created → ran
-	err    error
-}
-
-func startWorkload(t testing.TB, ctx context.Context) *workload {
+// startWorkload starts pods with an inline volume of the driver, round
+// robin over the nodes, in a namespace of its own, and deletes each once it
+// runs (drivercases.MountLoad, the load of verify's rollout cases).
+func startWorkload(t testing.TB, ctx context.Context) *drivercases.MountLoad {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}}
 	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -260,88 +250,27 @@ func startWorkload(t testing.TB, ctx context.Context) *workload {
 		defer cancel()
 		cl.Client.CoreV1().Namespaces().Delete(ctx, rolloutNamespace, metav1.DeleteOptions{})
 	})
-	wctx, cancel := context.WithCancel(ctx)
-	w := &workload{cancel: cancel, done: make(chan struct{}), pods: map[string]bool{}}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(rolloutEvery)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			p := workloadPod(i, allNodes[i%len(allNodes)])
-			_, err := cl.Client.CoreV1().Pods(rolloutNamespace).Create(wctx, p, metav1.CreateOptions{})
-			if err == nil {
-				w.mu.Lock()
-				w.pods[p.Name] = false
-				w.mu.Unlock()
-				err = w.reap(wctx)
-			}
-			if err != nil {
-				if wctx.Err() == nil {
-					w.mu.Lock()
-					w.err = err
-					w.mu.Unlock()
-				}
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-wctx.Done():
-				return
-			}
-		}
-	}()
+	w := &drivercases.MountLoad{Client: cl.Client, Namespace: rolloutNamespace, Nodes: allNodes, Every: rolloutEvery, Pod: workloadPod}
+	w.Start(ctx)
+	t.Cleanup(func() { _ = w.Stop() })
 	return w
 }
 
-// reap deletes the workload pods that run, and records that they ran.
-func (w *workload) reap(ctx context.Context) error {
-	l, err := cl.Client.CoreV1().Pods(rolloutNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
+// stopWorkload ends the workload, then deletes the pods that still run until
+// every pod ran or timeout passes; it returns how many were started and
+// those that never ran.
+func stopWorkload(ctx context.Context, w *drivercases.MountLoad, timeout time.Duration) (started int, never []string, err error) {
+	if err := w.Stop(); err != nil {
+		return 0, nil, err
 	}
-	for _, p := range l.Items {
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-			continue
-		}
-		w.mu.Lock()
-		w.pods[p.Name] = true
-		w.mu.Unlock()
-		if err := cl.Client.CoreV1().Pods(rolloutNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	return nil
+	never, err = w.AwaitRan(ctx, timeout)
+	return len(w.Pods()), never, err
 }
 
-// stop ends the workload, then deletes the pods that still run until every
-// pod ran or timeout passes; it returns how many were started and those that
-// never ran.
-func (w *workload) stop(ctx context.Context, timeout time.Duration) (started int, never []string, err error) {
-	w.cancel()
-	<-w.done
-	if w.err != nil {
-		return 0, nil, w.err
-	}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := w.reap(ctx); err != nil {
-			return false, err
-		}
-		never = never[:0]
-		for name, ran := range w.pods {
-			if !ran {
-				never = append(never, name)
-			}
-		}
-		return len(never) == 0, nil
-	})
-	sort.Strings(never)
-	return len(w.pods), never, err
-}
-
-func workloadPod(i int, node string) *corev1.Pod {
+func workloadPod(name, node string) *corev1.Pod {
 	no, yes, uid := false, true, int64(65532)
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("inline-%04d", i), Namespace: rolloutNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rolloutNamespace},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
 			AutomountServiceAccountToken:  &no,
