@@ -128,6 +128,20 @@ func runSuite(m *testing.M) int {
 	}
 	code := m.Run()
 	printTimings()
+	if os.Getenv("E2E_KEEP") == "" {
+		// Nothing of the suite's left deployed for the cluster's next user
+		// (the local node's API objects outlive its processes; verify refuses
+		// to run beside an installed copy of the driver it installs).
+		t := time.Now()
+		dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer dcancel()
+		if err := cl.Delete(dctx, plainDir); err != nil {
+			logf("removing %s: %v", plainDir, err)
+			code = max(code, 1)
+		} else {
+			logf("removed %s in %s", plainDir, time.Since(t).Round(100*time.Millisecond))
+		}
+	}
 	return code
 }
 
