@@ -490,8 +490,7 @@ func (l *loop) rollExit() {
 	// unregister the one and register the other in the same round, racing on
 	// the Node's annotation (seen on v1.37.2: the annotation key lost for
 	// good while the CSINode entry stayed).
-	alone := len(l.roll.peers) == 0
-	if succ == nil && (alone || l.othersMayHold()) {
+	if succ == nil && l.successorMayCome() {
 		// Another instance may take the registration now that this one
 		// says it is terminating: give it the time to be confirmed. Meanwhile
 		// the kubelet's verdict on this instance's announcement still counts
@@ -504,7 +503,7 @@ func (l *loop) rollExit() {
 		}
 		files := l.watcher.Events
 	waiting:
-		for succ == nil && (len(l.roll.peers) == 0 || l.othersMayHold()) {
+		for succ == nil && l.successorMayCome() {
 			select {
 			case ev := <-l.roll.events:
 				l.onPeerEvent(ev)
@@ -557,6 +556,11 @@ func (l *loop) rollExit() {
 	l.roll.watches.Wait()
 	close(l.roll.events)
 }
+
+// successorMayCome reports whether an instance may yet be confirmed after
+// this leaving one: another may hold the registration, or none is known at
+// all (alone: a deleted pod's replacement may be starting).
+func (l *loop) successorMayCome() bool { return len(l.roll.peers) == 0 || l.othersMayHold() }
 
 // othersMayHold reports whether another instance may yet take the
 // registration: one that is eligible, or one that has not answered yet (a

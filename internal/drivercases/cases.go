@@ -142,7 +142,7 @@ func orDash(s string) string {
 // the kubelet confirmed it: no gap. A replacement that takes longer to
 // announce (a driver slow to start) costs one gap, measured; more than one,
 // or a driver not registered again, fails the case.
-func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, e nodeExpect, existed map[types.UID]bool,
+func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, existed map[types.UID]bool,
 	nodeRec, cnRec, podRec *record.Recorder, t0 time.Time) {
 	d := s.d
 	_, ev := await(t, ctx, podRec, 0, podWait, "new pod Ready", func(st record.State) bool {
@@ -165,12 +165,8 @@ func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, e nod
 	})
 	t.measure("pod delete -> old pod gone", ev.At.Sub(t0))
 	// Registered again (a gap that has not ended is measured up to then).
-	_, _, _ = cnRec.Await(ctx, cnRec.Len()-1, shortWait, "CSINode entry", entryOf(n, d.name))
-	_, _, _ = nodeRec.Await(ctx, nodeRec.Len()-1, shortWait, "annotation key", annotatedWith(n, d.name, true, func(string) bool { return true }))
-	end := time.Now()
-	cnGaps := absences(cnRec.Events(0), entryOf(n, d.name), t0, end)
-	anGaps := absences(nodeRec.Events(0), annotatedWith(n, d.name, true, func(string) bool { return true }), t0, end)
-	all := unionSpans(cnGaps, anGaps)
+	_, _ = awaitRegistered(ctx, n, d.name, nodeRec, cnRec, shortWait)
+	cnGaps, anGaps, all := registrationAbsences(n, d.name, nodeRec, cnRec, t0, time.Now())
 	t.Logf("rolling-update mode: node %s: CSINode entry absent: %s; annotation key absent: %s", n, spansText(cnGaps), spansText(anGaps))
 	if len(all) > 0 {
 		t.measure("pod delete -> unregistered (the old instance left before its replacement was up)", totalOf(all))
@@ -216,7 +212,7 @@ func (s *suite) podDeleted(t *check) {
 		t.Fatal(err)
 	}
 	if d.rolling() {
-		s.podDeletedRolling(t, ctx, n, e, existed, nodeRec, cnRec, podRec, t0)
+		s.podDeletedRolling(t, ctx, n, existed, nodeRec, cnRec, podRec, t0)
 		return
 	}
 	agone, ev := await(t, ctx, nodeRec, 0, podWait, "annotation key gone", d.annotated(n, e, false))

@@ -129,8 +129,7 @@ func (s *suite) rolloutsWithFaults(t *check) {
 	if err := s.updateNodes(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	_, _, errCN := cnRec.Await(ctx, cnRec.Len()-1, podWait, "CSINode entry", entryOf(n, d.name))
-	_, _, errAn := nodeRec.Await(ctx, nodeRec.Len()-1, podWait, "annotation key", annotatedWith(n, d.name, true, func(string) bool { return true }))
+	errCN, errAn := awaitRegistered(ctx, n, d.name, nodeRec, cnRec, podWait)
 	end := time.Now()
 	if errCN != nil || errAn != nil {
 		t.Errorf("node %s: the driver is not registered after the last rollout: %v %v", n, errCN, errAn)
@@ -143,7 +142,7 @@ func (s *suite) rolloutsWithFaults(t *check) {
 			nr.WatchBroke = err.Error()
 		}
 	}
-	all := unionSpans(absences(cnRec.Events(0), entryOf(n, d.name), t0, end), absences(nodeRec.Events(0), annotatedWith(n, d.name, true, func(string) bool { return true }), t0, end))
+	_, _, all := registrationAbsences(n, d.name, nodeRec, cnRec, t0, end)
 	nr.Gaps, nr.Unregistered = len(all), totalOf(all).Seconds()
 	total := end.Sub(t0).Seconds()
 	if load != nil {

@@ -1,6 +1,7 @@
 package drivercases
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -20,6 +21,30 @@ func (s span) String() string {
 		return fmt.Sprintf("from %s, not back", s.from.Format("15:04:05.000"))
 	}
 	return fmt.Sprintf("%s for %.3f s", s.from.Format("15:04:05.000"), s.to.Sub(s.from).Seconds())
+}
+
+// keyOf: the node's annotation csi.volume.kubernetes.io/nodeid has a key
+// for driver (whatever its node ID).
+func keyOf(node, driver string) func(record.State) bool {
+	return annotatedWith(node, driver, true, func(string) bool { return true })
+}
+
+// awaitRegistered waits up to wait until node's CSINode entry and
+// annotation key for driver are there (again), as the recorders saw them
+// last; each error says which did not come back.
+func awaitRegistered(ctx context.Context, node, driver string, nodeRec, cnRec *record.Recorder, wait time.Duration) (errCN, errKey error) {
+	_, _, errCN = cnRec.Await(ctx, cnRec.Len()-1, wait, "CSINode entry", entryOf(node, driver))
+	_, _, errKey = nodeRec.Await(ctx, nodeRec.Len()-1, wait, "annotation key", keyOf(node, driver))
+	return errCN, errKey
+}
+
+// registrationAbsences returns the spans within [from, to] when node's
+// CSINode entry (cn) and annotation key (key) for driver were absent, and
+// their union: the driver unregistered on the node.
+func registrationAbsences(node, driver string, nodeRec, cnRec *record.Recorder, from, to time.Time) (cn, key, all []span) {
+	cn = absences(cnRec.Events(0), entryOf(node, driver), from, to)
+	key = absences(nodeRec.Events(0), keyOf(node, driver), from, to)
+	return cn, key, unionSpans(cn, key)
 }
 
 // absences returns the spans within [from, to] when present was false,

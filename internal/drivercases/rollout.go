@@ -115,8 +115,7 @@ func (s *suite) rollout(t *check) {
 		if !slices.Contains(d.nodes, n) {
 			continue
 		}
-		_, _, _ = r[n].cn.Await(ctx, r[n].cn.Len()-1, shortWait, "CSINode entry", entryOf(n, d.name))
-		_, _, _ = r[n].node.Await(ctx, r[n].node.Len()-1, shortWait, "annotation key", annotatedWith(n, d.name, true, func(string) bool { return true }))
+		_, _ = awaitRegistered(ctx, n, d.name, r[n].node, r[n].cn, shortWait)
 	}
 	end := time.Now()
 
@@ -128,9 +127,7 @@ func (s *suite) rollout(t *check) {
 				nr.WatchBroke = err.Error()
 			}
 		}
-		cnGaps := absences(r[n].cn.Events(0), entryOf(n, d.name), t0, end)
-		anGaps := absences(r[n].node.Events(0), annotatedWith(n, d.name, true, func(string) bool { return true }), t0, end)
-		all := unionSpans(cnGaps, anGaps)
+		cnGaps, anGaps, all := registrationAbsences(n, d.name, r[n].node, r[n].cn, t0, end)
 		nr.Gaps, nr.Unregistered = len(all), totalOf(all).Seconds()
 		nr.NotBack = len(all) > 0 && all[len(all)-1].open
 		t.Logf("node %s: CSINode entry absent: %s; annotation key absent: %s; unregistered %.3f s", n, spansText(cnGaps), spansText(anGaps), nr.Unregistered)

@@ -237,7 +237,7 @@ func (s *suite) setup(ctx context.Context, cl Cluster) error {
 	// A path set from a field (the mode's $(POD_UID)) is asked of the
 	// registration socket where it can be dialed; elsewhere it is expanded
 	// for each pod from the pod object (driverspec.ExpandForPod).
-	learn := d.name == "" || spec.RegistrationPath == "" || strings.Contains(spec.RegistrationPath, "$(") && cl.Dialer != nil
+	learn := d.name == "" || spec.RegistrationPath == "" || (strings.Contains(spec.RegistrationPath, "$(") && cl.Dialer != nil)
 	if learn && cl.Dialer == nil {
 		return fmt.Errorf("%s: the manifests do not say the driver's name and socket (--driver-name or one CSIDriver object; a registrar's --kubelet-registration-path), and this run cannot dial the node's registration socket to ask it (GetInfo): add --driver-name to the registrar's args, or run where the node's sockets can be dialed (the local node)", opt.Manifests)
 	}

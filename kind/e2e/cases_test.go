@@ -71,11 +71,11 @@ func beginCase(t *testing.T, want DriverConfig) (context.Context, string) {
 	})
 	// Uninstalled (as case 7 leaves it): nothing to wait for.
 	if _, err := cl.Client.AppsV1().DaemonSets(cl.Namespace).Get(ctx, cl.DaemonSet, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		t.Logf("not deployed (no DaemonSet %s/%s); applying manifests/overlays/without-rolling-update/", cl.Namespace, cl.DaemonSet)
+		t.Logf("not deployed (no DaemonSet %s/%s); applying %s", cl.Namespace, cl.DaemonSet, plainDir)
 	} else if err := cl.WaitDeployed(ctx, want, shortWait); err == nil {
 		return ctx, allNodes[0]
 	} else {
-		t.Logf("not deployed as manifests/overlays/without-rolling-update/ says: %v; applying it again", err)
+		t.Logf("not deployed as %s says: %v; applying it again", plainDir, err)
 	}
 	for _, n := range allNodes {
 		nd, err := cl.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
@@ -866,7 +866,7 @@ func testKubeletRejects(t *testing.T) {
 		t.Logf("pod %s: %v rejections, then registered; socket creations %v", pod.Name, m.Get(MetricRejected), m.SocketCreations())
 	}
 
-	// Back to manifests/overlays/without-rolling-update/ as it was.
+	// Back to plainDir as it was.
 	t1 := time.Now()
 	if err := cl.Apply(ctx, plainDir); err != nil {
 		t.Fatal(err)
@@ -874,10 +874,10 @@ func testKubeletRejects(t *testing.T) {
 	if err := cl.WaitDeployed(ctx, cfg, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	measure(t, "apply manifests/overlays/without-rolling-update/ again -> rolled out and registered", time.Since(t1))
+	measure(t, "apply "+plainDir+" again -> rolled out and registered", time.Since(t1))
 }
 
-// 7. Uninstalled: `kubectl delete -k manifests/overlays/without-rolling-update/` leaves no registration and
+// 7. Uninstalled: `kubectl delete -k plainDir` leaves no registration and
 // no socket of ours.
 func testUninstalled(t *testing.T) {
 	ctx, _ := begin(t)
@@ -891,7 +891,7 @@ func testUninstalled(t *testing.T) {
 	if err := cl.Delete(ctx, plainDir); err != nil {
 		t.Fatal(err)
 	}
-	measure(t, "kubectl delete -k manifests/overlays/without-rolling-update/ (waits for every object to be gone)", time.Since(t0))
+	measure(t, "kubectl delete -k "+plainDir+" (waits for every object to be gone)", time.Since(t0))
 	for _, n := range allNodes {
 		_, ev := await(t, ctx, r[n].node, 0, shortWait, "annotation key gone", annotated(n, false))
 		measure(t, "delete -> annotation key gone on "+n, ev.At.Sub(t0))

@@ -32,7 +32,7 @@ import (
 )
 
 // TestStatus runs `kubectl csi-registrar status` (cmd/kubectl-csi_registrar,
-// the real binary) against the deployment of manifests/overlays/without-rolling-update/: each case starts
+// the real binary) against the deployment of plainDir: each case starts
 // from it deployed and registered everywhere and leaves it so.
 //
 //	E2E_STATUS_PLUGIN  the plugin binary to run (default: built from the tree)
@@ -104,7 +104,7 @@ type statusRun struct {
 }
 
 // kubeconfigFor returns a kubeconfig for a new ServiceAccount bound to the
-// ClusterRoles of manifests/overlays/without-rolling-update/ named roles only; all of it is removed at the
+// ClusterRoles of plainDir named roles only; all of it is removed at the
 // end of the test.
 func kubeconfigFor(t *testing.T, ctx context.Context, roles ...string) string {
 	t.Helper()
@@ -525,7 +525,7 @@ func testStatusInProcess(t *testing.T) {
 // upstreamRegistrarImage is the image of upstream's archive.
 const upstreamRegistrarImage = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0"
 
-// The DaemonSet of manifests/overlays/without-rolling-update/ with upstream's node-driver-registrar as the
+// The DaemonSet of plainDir with upstream's node-driver-registrar as the
 // sidecar (it serves no /readyz: its readiness probe removed): the plugin
 // finds it by the same rule, names it, reports it healthy, and for a node
 // whose registration the kubelet rejects, gives the kubelet's side.

@@ -50,7 +50,7 @@ const (
 
 var (
 	cl       *Cluster
-	cfg      DriverConfig // what manifests/overlays/without-rolling-update/ configures
+	cfg      DriverConfig // what plainDir configures
 	allNodes []string     // every node (the DaemonSet tolerates every taint), sorted
 )
 
@@ -164,7 +164,7 @@ func relockUnderNodeLock(root string) error {
 
 // setup loads the image, starts from a clean slate (nothing of ours
 // deployed, no topology label left from an earlier run, so that the kubelet
-// is seen writing it) and deploys manifests/overlays/without-rolling-update/, measuring how long the kubelet
+// is seen writing it) and deploys plainDir, measuring how long the kubelet
 // took to register the driver on each node.
 func setup(ctx context.Context, root string) error {
 	archive := os.Getenv("E2E_IMAGE_ARCHIVE")
@@ -188,9 +188,9 @@ func setup(ctx context.Context, root string) error {
 		return err
 	}
 	if !cfg.NodeIDIsNodeName || len(cfg.Topology) == 0 || cfg.MaxVolumes <= 0 {
-		return fmt.Errorf("manifests/overlays/without-rolling-update/ must pass --node-id=$(KUBE_NODE_NAME) from spec.nodeName, a --topology and --max-volumes-per-node for the suite to check them: %+v", cfg)
+		return fmt.Errorf("%s must pass --node-id=$(KUBE_NODE_NAME) from spec.nodeName, a --topology and --max-volumes-per-node for the suite to check them: %+v", plainDir, cfg)
 	}
-	logf("manifests/overlays/without-rolling-update/ configures: driver %s, node ID = node name, topology %v, max volumes %d", cfg.Driver, cfg.Topology, cfg.MaxVolumes)
+	logf("%s configures: driver %s, node ID = node name, topology %v, max volumes %d", plainDir, cfg.Driver, cfg.Topology, cfg.MaxVolumes)
 
 	if allNodes, err = cl.NodeNames(ctx); err != nil {
 		return err
@@ -265,7 +265,7 @@ func setup(ctx context.Context, root string) error {
 		if err != nil {
 			return err
 		}
-		record("setup", fmt.Sprintf("apply -k manifests/overlays/without-rolling-update/ -> CSINode entry on %s", n), ev.At.Sub(t0))
+		record("setup", fmt.Sprintf("apply -k %s -> CSINode entry on %s", plainDir, n), ev.At.Sub(t0))
 		_, ev, err = pods.Await(ctx, 0, time.Second, "pod Ready", func(s State) bool {
 			for _, p := range s.Pods() {
 				if p.Spec.NodeName == n && drivercases.PodReady(p) {
@@ -277,7 +277,7 @@ func setup(ctx context.Context, root string) error {
 		if err != nil {
 			return err
 		}
-		record("setup", fmt.Sprintf("apply -k manifests/overlays/without-rolling-update/ -> pod Ready on %s", n), ev.At.Sub(t0))
+		record("setup", fmt.Sprintf("apply -k %s -> pod Ready on %s", plainDir, n), ev.At.Sub(t0))
 	}
 	return nil
 }

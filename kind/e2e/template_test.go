@@ -24,7 +24,7 @@ import (
 
 // The reference driver as a template: its one real feature, CSI ephemeral
 // volumes, end to end with the example pod of manifests/examples/, first with
-// the registrar sidecar (manifests/overlays/without-rolling-update/), then with in-process registration
+// the registrar sidecar (plainDir), then with in-process registration
 // (manifests/overlays/in-process/, installed after the sidecar variant is
 // uninstalled: never both for one driver name).
 //
@@ -74,16 +74,16 @@ func loadExampleImage(t testing.TB, ctx context.Context) {
 	measure(t, "load the example image", time.Since(t0))
 }
 
-// 1. With manifests/overlays/without-rolling-update/ (the registrar sidecar): the example pod runs with its
+// 1. With plainDir (the registrar sidecar): the example pod runs with its
 // inline volume mounted, and deleting it leaves nothing behind.
 func testEphemeralSidecar(t *testing.T) {
 	ctx, _ := begin(t)
 	ephemeralVolumeCase(t, ctx)
 }
 
-// 2. In-process registration: uninstall manifests/overlays/without-rolling-update/, install the single-
+// 2. In-process registration: uninstall plainDir, install the single-
 // container variant, check that it registers, then run case 1's checks.
-// manifests/overlays/without-rolling-update/ is deployed again at the end, as the other cases expect it.
+// plainDir is deployed again at the end, as the other cases expect it.
 func testEphemeralInProcess(t *testing.T) {
 	ctx, _ := begin(t)
 	t.Cleanup(func() {
@@ -113,7 +113,7 @@ func testEphemeralInProcess(t *testing.T) {
 	if err := waitUnregistered(ctx, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	measure(t, "delete -k manifests/overlays/without-rolling-update/ -> unregistered", time.Since(t0))
+	measure(t, "delete -k "+plainDir+" -> unregistered", time.Since(t0))
 
 	ds, err := cl.RenderDaemonSet(ctx, inProcessOverlay)
 	if err != nil {
@@ -126,7 +126,7 @@ func testEphemeralInProcess(t *testing.T) {
 	if err := cl.Apply(ctx, inProcessOverlay); err != nil {
 		t.Fatal(err)
 	}
-	// The same driver name, node ID, topology and limit as manifests/overlays/without-rolling-update/; a pod
+	// The same driver name, node ID, topology and limit as plainDir; a pod
 	// is Ready only when /readyz says the kubelet confirmed the registration.
 	if err := cl.WaitDeployed(ctx, cfg, 3*time.Minute); err != nil {
 		t.Fatal(err)

@@ -462,18 +462,9 @@ func ExpandForPod(s string, pod *corev1.Pod, container string) string {
 			if container != "" && c.Name != container {
 				continue
 			}
-			local := map[string]string{}
-			for _, e := range c.Env {
-				v, ok := e.Value, e.ValueFrom == nil
-				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
-					v, ok = podField(pod, e.ValueFrom.FieldRef.FieldPath)
-				}
-				if !ok {
-					continue
-				}
-				local[e.Name] = Expand(v, local)
-				if _, seen := env[e.Name]; !seen {
-					env[e.Name] = local[e.Name]
+			for k, v := range containerEnv(c, pod) {
+				if _, seen := env[k]; !seen {
+					env[k] = v
 				}
 			}
 		}
@@ -503,11 +494,20 @@ func podField(pod *corev1.Pod, fieldPath string) (string, bool) {
 }
 
 // envValues returns the container's env entries that have a literal value.
-func envValues(c *corev1.Container) map[string]string {
+func envValues(c *corev1.Container) map[string]string { return containerEnv(c, nil) }
+
+// containerEnv returns the container's env entries as the kubelet expands
+// them: literal values and, when pod is given, those set from a field of
+// pod; an entry may use the ones before it.
+func containerEnv(c *corev1.Container, pod *corev1.Pod) map[string]string {
 	env := map[string]string{}
 	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			env[e.Name] = Expand(e.Value, env)
+		v, ok := e.Value, e.ValueFrom == nil
+		if pod != nil && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			v, ok = podField(pod, e.ValueFrom.FieldRef.FieldPath)
+		}
+		if ok {
+			env[e.Name] = Expand(v, env)
 		}
 	}
 	return env
