@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"golang.org/x/mod/modfile"
 )
@@ -293,7 +294,7 @@ func checkArchive(t *testing.T, archive, version, digest string, binaries map[st
 		t.Fatalf("%s: index.json lists %d entries, want 1 (the image index)", archive, len(im.Manifests))
 	}
 	d := im.Manifests[0]
-	if d.MediaType != MediaTypeIndex || d.Annotations[AnnotationRefName] != version || d.Digest.String() != digest {
+	if d.MediaType != types.OCIImageIndex || d.Annotations[AnnotationRefName] != version || d.Digest.String() != digest {
 		t.Errorf("%s: index.json entry %s %s tagged %q, want an image index %s tagged %s",
 			archive, d.MediaType, d.Digest, d.Annotations[AnnotationRefName], digest, version)
 	}

@@ -4,26 +4,24 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"os"
+	"path/filepath"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// OCI media types and annotation keys (OCI image spec v1.1).
-const (
-	MediaTypeIndex    = "application/vnd.oci.image.index.v1+json"
-	MediaTypeManifest = "application/vnd.oci.image.manifest.v1+json"
-	MediaTypeConfig   = "application/vnd.oci.image.config.v1+json"
-	MediaTypeLayer    = "application/vnd.oci.image.layer.v1.tar+gzip"
-
-	// AnnotationRefName names an image in an OCI layout's index.json: the
-	// tag of `oci-archive:file:tag` (skopeo) and of containerd's import.
-	AnnotationRefName = "org.opencontainers.image.ref.name"
-)
+// AnnotationRefName names an image in an OCI layout's index.json: the tag
+// of `oci-archive:file:tag` (skopeo) and of containerd's import.
+const AnnotationRefName = "org.opencontainers.image.ref.name"
 
 // Image is the csi-registrar image for one platform: the root holds the
 // binary as /csi-registrar and, as a symlink to it, /csi-node-driver-registrar
@@ -65,92 +63,16 @@ func (o ImageOptions) Labels() map[string]string {
 	return l
 }
 
-// Descriptor is an OCI content descriptor.
-type Descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Platform    *Platform         `json:"platform,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-// Platform is an OCI platform.
-type Platform struct {
-	Architecture string `json:"architecture"`
-	OS           string `json:"os"`
-	Variant      string `json:"variant,omitempty"`
-}
-
 // platformOf is the OCI platform of a GOARCH: arm64 images carry variant v8,
 // as the registries' official images do.
-func platformOf(arch string) (Platform, error) {
+func platformOf(arch string) (v1.Platform, error) {
 	switch arch {
 	case "amd64":
-		return Platform{Architecture: arch, OS: "linux"}, nil
+		return v1.Platform{Architecture: arch, OS: "linux"}, nil
 	case "arm64":
-		return Platform{Architecture: arch, OS: "linux", Variant: "v8"}, nil
+		return v1.Platform{Architecture: arch, OS: "linux", Variant: "v8"}, nil
 	}
-	return Platform{}, fmt.Errorf("architecture %q: the release has linux/amd64 and linux/arm64 only", arch)
-}
-
-type imageConfig struct {
-	Created      string         `json:"created"`
-	Architecture string         `json:"architecture"`
-	OS           string         `json:"os"`
-	Variant      string         `json:"variant,omitempty"`
-	Config       runtimeConfig  `json:"config"`
-	RootFS       rootFS         `json:"rootfs"`
-	History      []historyEntry `json:"history"`
-}
-
-type runtimeConfig struct {
-	User       string            `json:"User"`
-	Entrypoint []string          `json:"Entrypoint"`
-	Labels     map[string]string `json:"Labels"`
-}
-
-type rootFS struct {
-	Type    string   `json:"type"`
-	DiffIDs []string `json:"diff_ids"`
-}
-
-type historyEntry struct {
-	Created   string `json:"created"`
-	CreatedBy string `json:"created_by"`
-	Comment   string `json:"comment,omitempty"`
-}
-
-type manifest struct {
-	SchemaVersion int               `json:"schemaVersion"`
-	MediaType     string            `json:"mediaType"`
-	Config        Descriptor        `json:"config"`
-	Layers        []Descriptor      `json:"layers"`
-	Annotations   map[string]string `json:"annotations,omitempty"`
-}
-
-type index struct {
-	SchemaVersion int               `json:"schemaVersion"`
-	MediaType     string            `json:"mediaType"`
-	Manifests     []Descriptor      `json:"manifests"`
-	Annotations   map[string]string `json:"annotations,omitempty"`
-}
-
-// blobs is the content of an OCI layout's blobs/sha256/, by digest.
-type blobs map[string][]byte
-
-func (b blobs) add(mediaType string, content []byte) Descriptor {
-	sum := sha256.Sum256(content)
-	d := "sha256:" + hex.EncodeToString(sum[:])
-	b[d] = content
-	return Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(content))}
-}
-
-func (b blobs) addJSON(mediaType string, v any) (Descriptor, error) {
-	content, err := json.Marshal(v)
-	if err != nil {
-		return Descriptor{}, err
-	}
-	return b.add(mediaType, content), nil
+	return v1.Platform{}, fmt.Errorf("architecture %q: the release has linux/amd64 and linux/arm64 only", arch)
 }
 
 // WriteOCIArchive writes one multi-platform image, an image index holding
@@ -159,95 +81,101 @@ func (b blobs) addJSON(mediaType string, v any) (Descriptor, error) {
 // image index, tagged opts.Version. The same input gives the same bytes. It
 // returns the image index's descriptor: its digest is the image's digest in
 // a registry after a push that keeps digests (skopeo copy --all, crane push).
-func WriteOCIArchive(w io.Writer, opts ImageOptions, images []Image) (Descriptor, error) {
+//
+// go-containerregistry builds the images, the index and the layout; only
+// the layer's files and the archive's tar are written here.
+func WriteOCIArchive(w io.Writer, opts ImageOptions, images []Image) (v1.Descriptor, error) {
 	if opts.Version == "" || opts.Created.IsZero() {
-		return Descriptor{}, fmt.Errorf("image options %+v: Version and Created are required", opts)
+		return v1.Descriptor{}, fmt.Errorf("image options %+v: Version and Created are required", opts)
 	}
 	if len(images) == 0 {
-		return Descriptor{}, fmt.Errorf("no image to write")
+		return v1.Descriptor{}, fmt.Errorf("no image to write")
 	}
 	created := opts.Created.UTC().Truncate(time.Second)
-	b := blobs{}
-	var manifests []Descriptor
+	var adds []mutate.IndexAddendum
 	seen := map[string]bool{}
 	for _, img := range images {
 		p, err := platformOf(img.Arch)
 		if err != nil {
-			return Descriptor{}, err
+			return v1.Descriptor{}, err
 		}
 		if seen[img.Arch] {
-			return Descriptor{}, fmt.Errorf("architecture %s given twice", img.Arch)
+			return v1.Descriptor{}, fmt.Errorf("architecture %s given twice", img.Arch)
 		}
 		seen[img.Arch] = true
-		layer, diffID, err := rootLayer(img.Binary, created)
+		oi, err := platformImage(img.Binary, p, created, opts.Labels())
 		if err != nil {
-			return Descriptor{}, err
+			return v1.Descriptor{}, fmt.Errorf("the linux/%s image: %w", img.Arch, err)
 		}
-		layerDesc := b.add(MediaTypeLayer, layer)
-		cfg := imageConfig{
-			Created:      created.Format(time.RFC3339),
-			Architecture: p.Architecture,
-			OS:           p.OS,
-			Variant:      p.Variant,
-			Config: runtimeConfig{
-				// uid 0: the kubelet's plugins_registry is root-owned 0750;
-				// the manifests drop every capability.
-				User:       "0:0",
-				Entrypoint: []string{"/csi-registrar", "register"},
-				Labels:     opts.Labels(),
-			},
-			RootFS: rootFS{Type: "layers", DiffIDs: []string{diffID}},
-			History: []historyEntry{{
-				Created:   created.Format(time.RFC3339),
-				CreatedBy: "make release",
-				Comment:   "/csi-registrar and the symlink /csi-node-driver-registrar",
-			}},
-		}
-		cfgDesc, err := b.addJSON(MediaTypeConfig, cfg)
-		if err != nil {
-			return Descriptor{}, err
-		}
-		m, err := b.addJSON(MediaTypeManifest, manifest{
-			SchemaVersion: 2,
-			MediaType:     MediaTypeManifest,
-			Config:        cfgDesc,
-			Layers:        []Descriptor{layerDesc},
-		})
-		if err != nil {
-			return Descriptor{}, err
-		}
-		m.Platform = &p
-		manifests = append(manifests, m)
+		adds = append(adds, mutate.IndexAddendum{Add: oi, Descriptor: v1.Descriptor{Platform: &p}})
 	}
-	idx, err := b.addJSON(MediaTypeIndex, index{
-		SchemaVersion: 2,
-		MediaType:     MediaTypeIndex,
-		Manifests:     manifests,
-		Annotations: map[string]string{
-			"org.opencontainers.image.version": opts.Version,
-			"org.opencontainers.image.created": created.Format(time.RFC3339),
-		},
-	})
+	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+	idx = mutate.Annotations(idx, map[string]string{
+		"org.opencontainers.image.version": opts.Version,
+		"org.opencontainers.image.created": created.Format(time.RFC3339),
+	}).(v1.ImageIndex)
+	desc, err := partial.Descriptor(idx)
 	if err != nil {
-		return Descriptor{}, err
+		return v1.Descriptor{}, err
 	}
-	tagged := idx
-	tagged.Annotations = map[string]string{AnnotationRefName: opts.Version}
-	top, err := json.Marshal(index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: []Descriptor{tagged}})
+	dir, err := os.MkdirTemp("", "csi-registrar-oci-")
 	if err != nil {
-		return Descriptor{}, err
+		return v1.Descriptor{}, err
 	}
-	if err := writeLayout(w, created, top, b); err != nil {
-		return Descriptor{}, err
+	defer os.RemoveAll(dir)
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return v1.Descriptor{}, err
 	}
-	return idx, nil
+	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{AnnotationRefName: opts.Version})); err != nil {
+		return v1.Descriptor{}, err
+	}
+	if err := tarLayout(w, dir, created); err != nil {
+		return v1.Descriptor{}, err
+	}
+	return *desc, nil
 }
 
-// rootLayer is the gzipped tar of the image's root and the digest of the
-// uncompressed tar (the config's diff_id).
-func rootLayer(binary []byte, mtime time.Time) (layer []byte, diffID string, err error) {
+// platformImage is the image of one platform: one layer (rootLayer), run as
+// uid 0 (the kubelet's plugins_registry is root-owned 0750; the manifests
+// drop every capability) with the registrar as its entrypoint.
+func platformImage(binary []byte, p v1.Platform, created time.Time, labels map[string]string) (v1.Image, error) {
+	raw, err := rootLayer(binary, created)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil },
+		tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: v1.History{
+		Created:   v1.Time{Time: created},
+		CreatedBy: "make release",
+		Comment:   "/csi-registrar and the symlink /csi-node-driver-registrar",
+	}})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Created = v1.Time{Time: created}
+	cf.Architecture, cf.OS, cf.Variant = p.Architecture, p.OS, p.Variant
+	cf.Config.User = "0:0"
+	cf.Config.Entrypoint = []string{"/csi-registrar", "register"}
+	cf.Config.Labels = labels
+	return mutate.ConfigFile(img, cf)
+}
+
+// rootLayer is the uncompressed tar of the image's root: the binary and
+// the symlink, with mtime as every file's time.
+func rootLayer(binary []byte, mtime time.Time) ([]byte, error) {
 	if len(binary) == 0 {
-		return nil, "", fmt.Errorf("empty binary")
+		return nil, fmt.Errorf("empty binary")
 	}
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
@@ -255,70 +183,60 @@ func rootLayer(binary []byte, mtime time.Time) (layer []byte, diffID string, err
 		Typeflag: tar.TypeReg, Name: "csi-registrar", Mode: 0o755, Size: int64(len(binary)),
 		ModTime: mtime, Format: tar.FormatPAX,
 	}); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if _, err := tw.Write(binary); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := tw.WriteHeader(&tar.Header{
 		Typeflag: tar.TypeSymlink, Name: "csi-node-driver-registrar", Linkname: "csi-registrar", Mode: 0o777,
 		ModTime: mtime, Format: tar.FormatPAX,
 	}); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if err := tw.Close(); err != nil {
-		return nil, "", err
-	}
-	sum := sha256.Sum256(raw.Bytes())
-	var gz bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := zw.Write(raw.Bytes()); err != nil {
-		return nil, "", err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, "", err
-	}
-	return gz.Bytes(), "sha256:" + hex.EncodeToString(sum[:]), nil
+	err := tw.Close()
+	return raw.Bytes(), err
 }
 
-// writeLayout writes the OCI image layout as a tar: oci-layout, index.json,
-// then the blobs in digest order.
-func writeLayout(w io.Writer, mtime time.Time, indexJSON []byte, b blobs) error {
+// tarLayout writes the OCI image layout in dir as a tar: oci-layout,
+// index.json, then the blobs in digest order, every entry with mtime (the
+// same layout gives the same bytes).
+func tarLayout(w io.Writer, dir string, mtime time.Time) error {
 	tw := tar.NewWriter(w)
-	file := func(name string, content []byte) error {
+	file := func(name string) error {
+		content, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
 		if err := tw.WriteHeader(&tar.Header{
 			Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(content)), ModTime: mtime, Format: tar.FormatPAX,
 		}); err != nil {
 			return err
 		}
-		_, err := tw.Write(content)
+		_, err = tw.Write(content)
 		return err
 	}
-	dir := func(name string) error {
+	dirEntry := func(name string) error {
 		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX})
 	}
-	if err := file("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+	if err := file("oci-layout"); err != nil {
 		return err
 	}
-	if err := file("index.json", indexJSON); err != nil {
+	if err := file("index.json"); err != nil {
 		return err
 	}
-	if err := dir("blobs/"); err != nil {
+	if err := dirEntry("blobs/"); err != nil {
 		return err
 	}
-	if err := dir("blobs/sha256/"); err != nil {
+	if err := dirEntry("blobs/sha256/"); err != nil {
 		return err
 	}
-	digests := make([]string, 0, len(b))
-	for d := range b {
-		digests = append(digests, d)
+	blobs, err := os.ReadDir(filepath.Join(dir, "blobs", "sha256"))
+	if err != nil {
+		return err
 	}
-	sort.Strings(digests)
-	for _, d := range digests {
-		if err := file("blobs/sha256/"+d[len("sha256:"):], b[d]); err != nil {
+	for _, b := range blobs { // ReadDir sorts by name: digest order
+		if err := file("blobs/sha256/" + b.Name()); err != nil {
 			return err
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/mod/semver"
 )
 
@@ -76,9 +77,9 @@ type Options struct {
 
 // Result is what Assemble wrote.
 type Result struct {
-	Archive string     // path of the OCI archive
-	Index   Descriptor // the image index: its digest is the image's
-	Files   []string   // every file SumsFile lists, by name
+	Archive string        // path of the OCI archive
+	Index   v1.Descriptor // the image index: its digest is the image's
+	Files   []string      // every file SumsFile lists, by name
 }
 
 // ErrBadInput marks errors in Options: the caller exits 2.
@@ -135,7 +136,7 @@ func Assemble(opts Options) (Result, error) {
 	if err := os.WriteFile(res.Archive, archive.Bytes(), 0o644); err != nil {
 		return Result{}, err
 	}
-	if err := os.WriteFile(filepath.Join(opts.Dir, DigestName(opts.Version)), []byte(idx.Digest+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(opts.Dir, DigestName(opts.Version)), []byte(idx.Digest.String()+"\n"), 0o644); err != nil {
 		return Result{}, err
 	}
 	var sbom bytes.Buffer
