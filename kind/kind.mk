@@ -36,7 +36,9 @@ e2e: e2e-build ## end-to-end suite on the local node: up if needed, 7 cases, tor
 # go build -mod=vendor, FROM scratch, upstream's image name; cached), and the side-by-side
 # migration rows on the local node's newest kubelet (kind/e2e/migration_test.go): an
 # upstream DaemonSet rolled to upstream, to csi-registrar without the mode, into the mode.
-UPSTREAM_SRC       ?= ../shared/upstream/node-driver-registrar-v2.17.0.tar.gz
+# Its source: ../shared/upstream beside this checkout, else beside the repository it was cloned from.
+UPSTREAM_SRC_NAME  := shared/upstream/node-driver-registrar-v2.17.0.tar.gz
+UPSTREAM_SRC       ?= $(firstword $(wildcard ../$(UPSTREAM_SRC_NAME) $(addsuffix /../$(UPSTREAM_SRC_NAME),$(shell git config --get remote.origin.url 2>/dev/null))) ../$(UPSTREAM_SRC_NAME))
 UPSTREAM_IMAGE     ?= registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0
 UPSTREAM_IMAGE_TAR ?= bin/upstream-image.tar
 .PHONY: upstream-image e2e-migration
