@@ -229,14 +229,17 @@ func migrationStep(t *recapT, ctx context.Context, mc *Cluster, up imageArchive,
 		u, c, a, gaps := unregisteredTime(recs[node], from[node], migrationDriver, node, time.Now())
 		f.unregistered, f.csinode, f.annotated = max(f.unregistered, u), max(f.csinode, c), max(f.annotated, a)
 		f.gaps += gaps
-		dereg, err := kubeletDeregistrations(ctx, node, t0)
+		reg, dereg, lines, err := kubeletRegistrations(ctx, node, t0)
 		if err != nil {
 			t.Errorf("row %s: node %s: the kubelet's log: %v", r.name, node, err)
 		}
 		f.deregistered += dereg
-		logf("row %s: node %s: pod %s → %s; unregistered %.3f s (CSINode entry absent %.3f s, annotation key %.3f s): %s; the kubelet unregistered the driver %d time(s)",
+		for _, l := range lines {
+			logf("row %s: node %s: kubelet: %s", r.name, node, l)
+		}
+		logf("row %s: node %s: pod %s → %s; unregistered %.3f s (CSINode entry absent %.3f s, annotation key %.3f s): %s; the kubelet registered the driver %d time(s), unregistered it %d time(s)",
 			r.name, node, before[node].Name, after[node].Name, u.Seconds(), c.Seconds(), a.Seconds(),
-			orNone(registrationGaps(recs[node], from[node], migrationDriver, node)), dereg)
+			orNone(registrationGaps(recs[node], from[node], migrationDriver, node)), reg, dereg)
 	}
 	if f.neverRan > 0 {
 		t.Errorf("row %s: %d of %d inline-volume pods never ran", r.name, f.neverRan, f.started)
@@ -446,20 +449,31 @@ func failedMountCount(ctx context.Context, ns string, w *drivercases.MountLoad) 
 	return events, len(named), nil
 }
 
-// kubeletDeregistrations counts the kubelet's log lines since since that
-// unregister the driver.
-func kubeletDeregistrations(ctx context.Context, node string, since time.Time) (int, error) {
+// kubeletRegistrations reads the kubelet's log lines since since that
+// register or unregister the driver: how many of each, and the lines (klog
+// header and message) in order.
+func kubeletRegistrations(ctx context.Context, node string, since time.Time) (registered, deregistered int, lines []string, err error) {
 	log, err := cl.Provider.KubeletLog(ctx, node, 20000)
 	if err != nil {
-		return 0, err
+		return 0, 0, nil, err
 	}
-	n := 0
+	reg, dereg := kubeletlog.RegisterLine(migrationDriver), "DeRegisterPlugin request for plugin "+migrationDriver
 	for _, line := range strings.Split(log, "\n") {
-		if at, ok := kubeletlog.Time(line, since); ok && !at.Before(since) && strings.Contains(line, "DeRegisterPlugin request for plugin "+migrationDriver) {
-			n++
+		at, ok := kubeletlog.Time(line, since)
+		if !ok || at.Before(since) {
+			continue
 		}
+		switch {
+		case strings.Contains(line, reg):
+			registered++
+		case strings.Contains(line, dereg):
+			deregistered++
+		case !strings.Contains(line, "RegisterPlugin error"):
+			continue
+		}
+		lines = append(lines, at.Format("15:04:05.000")+" "+strings.TrimSpace(line[strings.Index(line, "]")+1:]))
 	}
-	return n, nil
+	return registered, deregistered, lines, nil
 }
 
 // span is a time the driver was absent from one of the two records.
