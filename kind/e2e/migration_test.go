@@ -96,7 +96,7 @@ func TestMigrationFromUpstream(tt *testing.T) {
 	if v := os.Getenv(migrationRoundsEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10 {
-			tt.Fatalf("%s=%q: want a number of rounds from 1 to 10 (each runs the three rows, about 40 s)", migrationRoundsEnv, v)
+			tt.Fatalf("%s=%q: want a number of rounds from 1 to 10 (each runs the three rows, about 50 s)", migrationRoundsEnv, v)
 		}
 		rounds = n
 	}
