@@ -319,8 +319,8 @@ func deleteMigrationDaemonSet(ctx context.Context, mc *Cluster) error {
 }
 
 // upstreamRan checks that the registrar of each pod is upstream's: its
-// container runs the archive's image, and it serves the driver's
-// registration socket.
+// container runs the archive's image, logged upstream's start line, and
+// serves the driver's registration socket.
 func upstreamRan(ctx context.Context, mc *Cluster, up imageArchive, pods map[string]*corev1.Pod) error {
 	for _, n := range allNodes {
 		p := pods[n]
@@ -340,9 +340,30 @@ func upstreamRan(ctx context.Context, mc *Cluster, up imageArchive, pods map[str
 		if owner != migrationRegistrar {
 			return fmt.Errorf("pod %s on %s: %s is served by container %s, want %s", p.Name, n, sock, owner, migrationRegistrar)
 		}
-		logf("upstream ran: pod %s on %s: container %s, image %s, ID %s, serves %s", p.Name, n, migrationRegistrar, s.Image, s.ImageID, sock)
+		version, err := upstreamVersionLine(ctx, mc, p)
+		if err != nil {
+			return err
+		}
+		logf("upstream ran: pod %s on %s: container %s, image %s, ID %s, serves %s, logged %s", p.Name, n, migrationRegistrar, s.Image, s.ImageID, sock, version)
 	}
 	return nil
+}
+
+// upstreamVersionLine returns node-driver-registrar's first log line,
+// `"Version" version="…"` (its main logs it at start; csi-registrar logs
+// nothing of the kind): the process is upstream's, whatever the image.
+func upstreamVersionLine(ctx context.Context, mc *Cluster, p *corev1.Pod) (string, error) {
+	limit := int64(64 << 10)
+	raw, err := mc.Client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: migrationRegistrar, LimitBytes: &limit}).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("pod %s: the log of %s: %w", p.Name, migrationRegistrar, err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if i := strings.Index(line, `] "Version" version=`); i >= 0 {
+			return line[i+2:], nil
+		}
+	}
+	return "", fmt.Errorf("pod %s: container %s never logged node-driver-registrar's start line `\"Version\" version=…`: not upstream's process (its log starts: %.300q)", p.Name, migrationRegistrar, raw)
 }
 
 // registeredBy checks that every registration socket of the driver on the
