@@ -150,7 +150,7 @@ func TestMigrationFromUpstream(tt *testing.T) {
 	for round := 1; round <= rounds; round++ {
 		var got []migrationFigures
 		for i, r := range rows {
-			f, ok := migrationStep(t, ctx, &mc, up, i+1, r)
+			f, ok := migrationStep(t, ctx, &mc, up, fmt.Sprintf("csi-e2e-migration-%d-%d", round, i+1), r)
 			if !ok {
 				break
 			}
@@ -172,9 +172,11 @@ func TestMigrationFromUpstream(tt *testing.T) {
 	printMigrationTable(table)
 }
 
-// migrationStep runs one row from a fresh upstream DaemonSet; ok is false
-// when the row could not be measured (the test has failed).
-func migrationStep(t *recapT, ctx context.Context, mc *Cluster, up imageArchive, n int, r migrationRow) (f migrationFigures, ok bool) {
+// migrationStep runs one row from a fresh upstream DaemonSet, its
+// inline-volume pods in namespace ns (a new one each row: the last row's
+// may still be terminating); ok is false when the row could not be
+// measured (the test has failed).
+func migrationStep(t *recapT, ctx context.Context, mc *Cluster, up imageArchive, ns string, r migrationRow) (f migrationFigures, ok bool) {
 	f.row = r.name
 	if err := freshUpstream(ctx, mc); err != nil {
 		t.Errorf("row %s: the upstream DaemonSet: %v", r.name, err)
@@ -190,7 +192,6 @@ func migrationStep(t *recapT, ctx context.Context, mc *Cluster, up imageArchive,
 	}
 	recs := recordRegistration(t, ctx)
 	from := positions(recs)
-	ns := fmt.Sprintf("csi-e2e-migration-%d", n)
 	wl, err := startMigrationWorkload(ctx, ns)
 	if err != nil {
 		t.Fatal(err)
