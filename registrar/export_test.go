@@ -1,6 +1,10 @@
 package registrar
 
-import "github.com/fsnotify/fsnotify"
+import (
+	"context"
+
+	"github.com/fsnotify/fsnotify"
+)
 
 // What the black-box tests (package registrar_test) need from inside.
 
@@ -31,7 +35,44 @@ const (
 	ReconcilePeriod     = reconcilePeriod
 	KubeletRetrySilence = kubeletRetrySilence
 	SuccessorWait       = successorWait
+	KubeletSettle       = kubeletSettle
+	NotifyWait          = notifyWait
 )
+
+// WaitStatus waits until cond holds for r's Status, looking at each change
+// of it (no polling), or until ctx ends.
+func (r *Registrar) WaitStatus(ctx context.Context, cond func(Status) bool) (Status, error) {
+	for {
+		st, changed := r.status.watch()
+		if cond(st) {
+			return st, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
+// WaitInstanceState watches the instance serving the announcement socket at
+// path (its handover stream) until it tells a state for which cond holds.
+func WaitInstanceState(ctx context.Context, path string, cond func(InstanceState) bool) (InstanceState, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got InstanceState
+	var ok bool
+	_, err := streamStates(ctx, path, func(st InstanceState) {
+		if !ok && cond(st) {
+			got, ok = st, true
+			cancel()
+		}
+	})
+	if ok {
+		return got, nil
+	}
+	return got, err
+}
 
 // ListenFault returns the stage and the metric reason of a listen error.
 func ListenFault(err error) (Stage, string) {

@@ -101,3 +101,33 @@ func (f *fakeClock) Fire(t testing.TB, d time.Duration, patience time.Duration) 
 	t.Helper()
 	f.Advance(f.WaitForTimer(t, d, patience))
 }
+
+// FireUntil advances the clock to each timer of duration d as it is armed,
+// until done is closed: an instance of the rolling-update mode that leaves
+// at a test's end waits successorWait on the clock.
+func (f *fakeClock) FireUntil(t testing.TB, d time.Duration, done <-chan struct{}, patience time.Duration) {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		f.mu.Lock()
+		changed := f.changed
+		var due *fakeTimer
+		for tm := range f.timers {
+			if tm.d == d {
+				due = tm
+			}
+		}
+		f.mu.Unlock()
+		if due != nil {
+			f.Advance(due.at.Sub(f.Now()))
+		}
+		select {
+		case <-done:
+			return
+		case <-changed:
+		case <-deadline:
+			t.Errorf("not done within %s", patience)
+			return
+		}
+	}
+}

@@ -321,7 +321,7 @@ func (l *loop) watchInstance(inst, path string, version uint64) {
 	l.roll.watches.Add(1)
 	go func() {
 		defer l.roll.watches.Done()
-		watchPeer(ctx, path, l.roll.events)
+		watchPeer(ctx, l.r.clock, path, l.roll.events)
 	}()
 }
 

@@ -59,7 +59,7 @@ func (l *loop) create(reason string) {
 		onGetInfo: func() { l.r.metrics.addGetInfo(); l.log.Debug("GetInfo from the kubelet") },
 		onNotify:  func(st *registerapi.RegistrationStatus) { l.r.metrics.addNotification(st.PluginRegistered) },
 	}
-	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout)
+	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout, l.r.clock)
 	// The directory may be a new one (it went missing): watch it again. For
 	// the same directory this only refreshes the watch.
 	if err := l.watcher.Add(filepath.Dir(l.sock.path)); err != nil {
