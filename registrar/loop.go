@@ -26,7 +26,9 @@ import (
 // registration server's signal. A reconcile tick (reconcile.go) looks again
 // at what an event would have told, so that a lost event costs at most one
 // period. The transitions are the table in transitions_test.go, which the tests
-// run and docs/design.md shows.
+// run and docs/design.md shows. The rolling-update mode plugs in at one seam
+// (modeseam.go); its decisions are one pure function (rollmodel.go), tabled
+// in rollmodel_test.go, and its exit is a stage of this loop.
 const (
 	// reconcilePeriod is how often the loop looks at its socket and the
 	// driver without an event. It bounds how long a lost file event (an

@@ -102,9 +102,9 @@ type rolling struct {
 	takeBack string
 	settle   alarm // no announcement before it fires
 	discover alarm // at start: the peers' first states are awaited
-	// Leaving (ctx ended): leaveBy is successorWait, waitOver once it
-	// fired; left once the instance left; exitErr is the error that ended
-	// the loop, returned once it left.
+	// Leaving (ctx ended, or an error ended the loop): leaveBy is
+	// successorWait, waitOver once it fired; left once the instance left
+	// (the loop then returns).
 	leaving  bool
 	leaveBy  alarm
 	waitOver bool
