@@ -2,6 +2,7 @@ package registrar
 
 import (
 	"context"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -16,6 +17,12 @@ func NewFakeClock() *FakeClock { return newFakeClock() }
 
 // UseClock makes the Registrar's control loop run on clk. Call it before Run.
 func (r *Registrar) UseClock(clk *FakeClock) { r.clock = clk }
+
+// UseBootTime makes the Registrar take boot as when the node booted. Call it
+// before Run.
+func (r *Registrar) UseBootTime(boot time.Time) {
+	r.bootTime = func() (time.Time, error) { return boot, nil }
+}
 
 // OnWatcher hands the test the file watcher Run creates, once Run created it,
 // so that a test can lose events (Remove a watch) or report a watcher error

@@ -150,6 +150,7 @@ func (l *loop) rollBegin() {
 	l.r.metrics.enableRollingUpdate()
 	l.log = l.log.With("instance", inst)
 	l.log.Info("rolling-update mode", "birth", time.UnixMilli(birth).UTC().Format(time.RFC3339Nano), "podUID", l.r.opts.RollingUpdate)
+	l.removePreBoot()
 	found := l.scan()
 	for name, s := range found {
 		if s.instance == inst {

@@ -117,7 +117,7 @@ type instance struct {
 // startInstance runs the reference driver on its own socket in e's driver
 // directory and a registrar for it in the rolling-update mode, on the node's
 // clock, a millisecond after the instance before it (births are in ms).
-func startInstance(t *testing.T, e env, clk *registrar.FakeClock, podUID string) instance {
+func startInstance(t *testing.T, e env, clk *registrar.FakeClock, podUID string, before ...func(*registrar.Registrar)) instance {
 	t.Helper()
 	sock := filepath.Join(filepath.Dir(e.driverSock), podUID+".sock")
 	d, err := stubdriver.New(stubdriver.Options{Endpoint: "unix://" + sock, Name: stubName, NodeID: "node-1", Logger: testLogger(t, nil)})
@@ -126,18 +126,22 @@ func startInstance(t *testing.T, e env, clk *registrar.FakeClock, podUID string)
 	}
 	start(t, d.Run)
 	clk.Advance(time.Millisecond)
-	return startInstanceRegistrar(t, e, clk, podUID)
+	return startInstanceRegistrar(t, e, clk, podUID, before...)
 }
 
 // startInstanceRegistrar runs the registrar of the instance of startInstance
 // (again, as its container restarting).
-func startInstanceRegistrar(t *testing.T, e env, clk *registrar.FakeClock, podUID string) instance {
+func startInstanceRegistrar(t *testing.T, e env, clk *registrar.FakeClock, podUID string, before ...func(*registrar.Registrar)) instance {
 	t.Helper()
 	sock := filepath.Join(filepath.Dir(e.driverSock), podUID+".sock")
 	logs := &registrartest.Buffer{}
-	r, run := startRegistrarOn(t, clk, e, logs, func(o *registrar.Options) {
+	r := newRegistrar(t, clk, e, logs, func(o *registrar.Options) {
 		o.CSIAddress, o.KubeletRegistrationPath, o.RollingUpdate = sock, sock, podUID
 	})
+	for _, f := range before {
+		f(r)
+	}
+	run := start(t, r.Run)
 	t.Cleanup(func() { // before start's: an instance alone waits successorWait
 		run.cancel()
 		clk.FireUntil(t, registrar.SuccessorWait, run.done, patience)
@@ -499,4 +503,59 @@ func registerPlain(t *testing.T, r *registrar.Registrar, sock string) {
 		t.Fatal(err, reg)
 	}
 	awaitStatus(t, r, "registered", stageIs(registrar.StageRegistered))
+}
+
+// After a node reboot the mode's last announcements are dead sockets on
+// disk, which the kubelet, walking its directory at start, adds to its
+// desired state and dials. No kubelet running now can have registered them
+// (a socket enters the plugin manager's actual state only after it answered
+// GetInfo), so an instance that starts unlinks them by name: the kubelet
+// drops them from its desired state instead of redialing them until it
+// restarts. Here the node "booted" after the sockets were made.
+func TestRollingUpdateRemovesPreBootSocketsByName(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	events := watchDir(t, e.regDir)
+	dead := []string{
+		filepath.Join(e.regDir, csiplugin.RollingUpdateSocketName(stubName, csiplugin.InstanceID("pod-old"), 5)),
+		filepath.Join(e.regDir, csiplugin.RollingUpdateSocketName(stubName, csiplugin.InstanceID("pod-a"), 6)),
+	}
+	for _, p := range dead {
+		registrartest.StaleSocket(t, p)
+	}
+	boot := time.Now().Add(time.Hour)
+	a := startInstance(t, e, clk, "pod-a", func(r *registrar.Registrar) { r.UseBootTime(boot) })
+	// Without the rule, the other instance's dead socket is watched and the
+	// first announcement waits for its first state on the fake clock.
+	a.serving(t, "")
+	events.sync(t, e.regDir)
+	for _, p := range dead {
+		if !events.removed(filepath.Base(p)) {
+			t.Errorf("%s, dead and made before the boot, was not removed by name", filepath.Base(p))
+		}
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", filepath.Base(p), err)
+		}
+	}
+}
+
+// A dead socket of this instance made since the boot (its container was
+// killed; the kubelet may hold it as registered) is removed through a
+// hidden name, never by name: the kubelet would unregister the driver.
+func TestRollingUpdateRemovesDeadSocketSinceBootHidden(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	events := watchDir(t, e.regDir)
+	dead := filepath.Join(e.regDir, csiplugin.RollingUpdateSocketName(stubName, csiplugin.InstanceID("pod-a"), 6))
+	registrartest.StaleSocket(t, dead)
+	boot := time.Now().Add(-time.Hour)
+	a := startInstance(t, e, clk, "pod-a", func(r *registrar.Registrar) { r.UseBootTime(boot) })
+	a.serving(t, "")
+	events.sync(t, e.regDir)
+	if events.removed(filepath.Base(dead)) {
+		t.Errorf("%s, made since the boot, was removed by name: the kubelet would unregister the driver", filepath.Base(dead))
+	}
+	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+		t.Errorf("%s is still there: %v", filepath.Base(dead), err)
+	}
 }
