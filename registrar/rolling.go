@@ -195,8 +195,12 @@ func (l *loop) view() modeView {
 	return v
 }
 
-// modeEvent decides on ev and carries out the step.
+// modeEvent decides on ev and carries out the step; nothing once the
+// instance left.
 func (l *loop) modeEvent(ev modeEvent) {
+	if l.roll.left {
+		return
+	}
 	v := l.view()
 	l.carryOut(v, nextStep(v, ev))
 }
@@ -536,9 +540,10 @@ func (l *loop) rollEnd() {
 	l.roll.left = true
 }
 
-// drainPeerEvents applies the peer events already sent.
+// drainPeerEvents applies the peer events already sent, until the
+// instance left.
 func (l *loop) drainPeerEvents() {
-	for {
+	for !l.roll.left {
 		select {
 		case ev := <-l.roll.events:
 			l.onPeerEvent(ev)
