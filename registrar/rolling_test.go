@@ -559,3 +559,30 @@ func TestRollingUpdateRemovesDeadSocketSinceBootHidden(t *testing.T) {
 		t.Errorf("%s is still there: %v", filepath.Base(dead), err)
 	}
 }
+
+// An error that ends Run in the mode (here the driver comes back under
+// another name) enters the same leaving stage as the end of ctx: alone, the
+// instance waits successorWait for a successor, then unregisters, and Run
+// returns the error.
+func TestRollingUpdateErrorLeavesFirst(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	events := watchDir(t, e.regDir)
+	sock := filepath.Join(filepath.Dir(e.driverSock), "pod-a.sock")
+	stop := serveNamedDriver(t, sock, &namedDriver{name: stubName})
+	a := startInstanceRegistrar(t, e, clk, "pod-a")
+	sockA := a.serving(t, "")
+	stop()
+	serveNamedDriver(t, sock, &namedDriver{name: "two.example.com"})
+	// Leaving: the instance says so and waits for a successor.
+	terminating(t, sockA)
+	clk.Fire(t, registrar.SuccessorWait, patience)
+	err := returned(t, a.run, "the instance")
+	if err == nil || !strings.Contains(err.Error(), "registers one name for its life") {
+		t.Errorf("Run = %v, want the error of the renamed driver", err)
+	}
+	events.sync(t, e.regDir)
+	if !events.removed(filepath.Base(sockA)) {
+		t.Errorf("the instance, alone, did not unregister (remove %s by name) before Run returned", filepath.Base(sockA))
+	}
+}
