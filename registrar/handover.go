@@ -51,6 +51,10 @@ type InstanceState struct {
 	Failed bool `json:"failed"`
 	// Terminating: the instance is ending and never announces again.
 	Terminating bool `json:"terminating"`
+	// Withdrawn is the version of the latest announcement the instance
+	// unlinked by name because the kubelet never asked it (0: none): that
+	// Remove changes nothing for the kubelet, which never registered it.
+	Withdrawn uint64 `json:"withdrawn,omitempty"`
 }
 
 // NewerThan reports whether s should hold the registration rather than o.
@@ -148,13 +152,16 @@ type socketHandover struct {
 // the socket is stopped.
 func (s *socketHandover) watch(stream grpc.ServerStream) error {
 	h := s.h
-	for {
-		st, changed := h.get()
+	send := func(st InstanceState) error {
 		b, err := json.Marshal(st)
 		if err != nil {
 			return err
 		}
-		if err := stream.SendMsg(wrapperspb.Bytes(b)); err != nil {
+		return stream.SendMsg(wrapperspb.Bytes(b))
+	}
+	for {
+		st, changed := h.get()
+		if err := send(st); err != nil {
 			return err
 		}
 		select {
@@ -162,6 +169,11 @@ func (s *socketHandover) watch(stream grpc.ServerStream) error {
 		case <-stream.Context().Done():
 			return nil
 		case <-s.closing:
+			// The last change before the socket stops (e.g. Withdrawn)
+			// still goes out.
+			if last, _ := h.get(); last != st {
+				return send(last)
+			}
 			return nil
 		}
 	}

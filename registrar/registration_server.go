@@ -177,6 +177,21 @@ func (ss *servingSocket) retire() bool {
 	return retired
 }
 
+// unasked reports whether the kubelet never called GetInfo on the socket;
+// if so, the socket no longer accepts connections, so that no registration
+// can start on it any more (a GetInfo on a connection accepted before is
+// counted and makes it asked). The kubelet's plugin manager adds a socket to
+// its actual state only after it answered GetInfo, and unregisters only what
+// is in its actual state: an unasked socket can be unlinked by name.
+func (ss *servingSocket) unasked() bool {
+	if n, _ := ss.server.snapshot(); n > 0 {
+		return false
+	}
+	ss.sock.Listener().Close()
+	n, _ := ss.server.snapshot()
+	return n == 0
+}
+
 // notifyWait bounds how long a socket is kept for a registration the kubelet
 // has under way: its NodeGetInfo on the driver, then its
 // NotifyRegistrationStatus; milliseconds on a healthy node. It stays well

@@ -100,6 +100,11 @@ type rolling struct {
 	// takeBack is why the last announcement on the node must again be this
 	// instance's ("" none), kept until it can be done.
 	takeBack string
+	// removedOnly: the pending take-back is only for these sockets' removals
+	// by name (nil: not only).
+	removedOnly []string
+	// gone is the last state of each instance whose stream ended.
+	gone     map[string]InstanceState
 	settle   alarm // no announcement before it fires
 	discover alarm // at start: the peers' first states are awaited
 	// Leaving (ctx ended, or an error ended the loop): leaveBy is
@@ -140,6 +145,7 @@ func (l *loop) rollBegin() {
 		dir:      dir,
 		self:     newHandoverServer(InstanceState{Driver: l.driver.name, Instance: inst, Birth: birth}),
 		peers:    map[string]*peer{},
+		gone:     map[string]InstanceState{},
 		events:   make(chan peerEvent),
 		stop:     stop,
 		watchCtx: ctx,
@@ -184,10 +190,21 @@ func (l *loop) view() modeView {
 		settling:    l.roll.settle.armed(),
 		retrying:    l.alarms.retryAt.armed(),
 		takeBack:    l.roll.takeBack,
+		removedOnly: l.roll.removedOnly,
+		unasked:     map[string]bool{},
 		waitOver:    l.roll.waitOver,
+	}
+	withdrawn := func(inst string, st InstanceState) {
+		if st.Withdrawn != 0 {
+			v.unasked[csiplugin.RollingUpdateSocketName(l.driver.name, inst, st.Withdrawn)] = true
+		}
+	}
+	for inst, st := range l.roll.gone {
+		withdrawn(inst, st)
 	}
 	for inst, p := range l.roll.peers {
 		v.peers[inst] = peerState{st: p.st, known: p.known}
+		withdrawn(inst, p.st)
 	}
 	if self.Terminating {
 		v.successor, v.successorState = l.confirmedSuccessor(self)
@@ -202,12 +219,14 @@ func (l *loop) modeEvent(ev modeEvent) {
 		return
 	}
 	v := l.view()
-	l.carryOut(v, nextStep(v, ev))
+	s := nextStep(v, ev)
+	l.log.Debug("rolling-update step", "event", ev.kind.String(), "step", s.String(), "reason", s.reason)
+	l.carryOut(v, s)
 }
 
 // carryOut does what nextStep decided.
 func (l *loop) carryOut(v modeView, s step) {
-	l.roll.takeBack = s.takeBack
+	l.roll.takeBack, l.roll.removedOnly = s.takeBack, s.removedOnly
 	if s.settle {
 		l.roll.settle.set(kubeletSettle)
 	}
@@ -345,6 +364,9 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 	if ev.gone {
 		p.cancel()
 		delete(l.roll.peers, inst)
+		if p.known {
+			l.roll.gone[inst] = p.st
+		}
 		for name, s := range l.scan() {
 			if s.instance == inst && s.version > p.version {
 				l.watchInstance(inst, filepath.Join(l.roll.dir, name), s.version)
@@ -396,6 +418,7 @@ func (l *loop) onRollDirEvent(name string, created, removed bool) {
 		case created:
 			l.watchInstance(inst, filepath.Join(l.roll.dir, name), v)
 		case removed:
+			l.drainPeerEvents() // a state sent before the Remove (Withdrawn) counts
 			l.modeEvent(modeEvent{kind: evSocketRemoved, other: name})
 		}
 		return
@@ -419,16 +442,31 @@ func (l *loop) nextAnnouncement() {
 	v = max(v, self.Version+1)
 	l.sock.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.driver.name, self.Instance, v))
 	l.roll.self.update(func(st *InstanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
-	l.roll.takeBack = ""
+	l.roll.takeBack, l.roll.removedOnly = "", nil
 	if l.sock.cur == nil {
 		return
 	}
-	if l.sock.getInfos == 0 {
-		l.closeSocket("superseded") // the kubelet never looked at it: not registered
-		return
+	if l.sock.cur.unasked() {
+		l.withdrawUnasked(l.sock.cur, "superseded")
+	} else {
+		l.roll.previous = append(l.roll.previous, l.sock.cur)
 	}
-	l.roll.previous = append(l.roll.previous, l.sock.cur)
 	l.sock.cur = nil
+}
+
+// withdrawUnasked unlinks by name an announcement socket the kubelet never
+// asked (unasked closed its listener): the kubelet never registered it, so
+// the Remove only takes the path out of its desired state, instead of a
+// hidden name that it would redial until it restarts. The others are told
+// first (Withdrawn), so that they do not take the registration back for it.
+func (l *loop) withdrawUnasked(ss *servingSocket, why string) {
+	name := filepath.Base(ss.sock.Path())
+	if _, v, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, name); ok {
+		l.roll.self.update(func(st *InstanceState) { st.Withdrawn = v })
+	}
+	removed := ss.stop()
+	l.log.Info("unlinked by name an announcement the kubelet never asked: it is not registered", "removed", name, "why", why,
+		"outcome", map[bool]string{true: "removed", false: "gone"}[removed])
 }
 
 // rollNotify acts on the kubelet's verdict on the current announcement.
@@ -458,6 +496,10 @@ func (l *loop) rollNotify(registered bool, kubeletErr string) {
 func (l *loop) retirePrevious(why string) {
 	for _, ss := range l.roll.previous {
 		path := ss.sock.Path()
+		if ss.unasked() {
+			l.withdrawUnasked(ss, why)
+			continue
+		}
 		if ss.retire() {
 			l.decision(decisionRetire, "retired an earlier announcement without unregistering", "retired", filepath.Base(path), "why", why)
 		}

@@ -586,3 +586,54 @@ func TestRollingUpdateErrorLeavesFirst(t *testing.T) {
 		t.Errorf("the instance, alone, did not unregister (remove %s by name) before Run returned", filepath.Base(sockA))
 	}
 }
+
+// An announcement the kubelet never asked goes by name, not through a hidden
+// name, when it is retired: the kubelet never registered it (a socket enters
+// the plugin manager's actual state only after it answered GetInfo), so the
+// Remove only takes it out of the desired state, where a hidden name would
+// leave it to be redialed until the kubelet restarts. The asked one still
+// goes through a hidden name.
+func TestRollingUpdateUnaskedAnnouncementGoesByName(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	events := watchDir(t, e.regDir)
+	p := startInstance(t, e, clk, "pod-p")
+	sockP1 := announced(t, p, "")
+
+	// A registrar without the mode removes the driver's plain socket by
+	// name: pod-p takes the registration back once the kubelet's
+	// deregistration passed, with a new announcement the kubelet never asks
+	// here; the registered one is kept until the new one is confirmed.
+	plain := e.regSock(stubName)
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(plain); err != nil {
+		t.Fatal(err)
+	}
+	clk.Fire(t, registrar.KubeletSettle, patience)
+	sockP2 := p.serving(t, sockP1)
+
+	// A newer pod is registered: pod-p stands by.
+	b := startInstance(t, e, clk, "pod-b")
+	announced(t, b, "")
+	awaitStatus(t, p.r, "pod-p standing by", stageIs(registrar.StageStandingBy))
+
+	// pod-p is deleted: pod-b was confirmed after it, so it retires its sockets.
+	p.run.cancel()
+	if err := returned(t, p.run, "pod-p"); err != nil {
+		t.Fatal(err)
+	}
+	events.sync(t, e.regDir)
+	if !events.removed(filepath.Base(sockP2)) {
+		t.Errorf("%s, never asked by the kubelet, was not removed by name: the kubelet would redial it", filepath.Base(sockP2))
+	}
+	if events.removed(filepath.Base(sockP1)) {
+		t.Errorf("%s, registered, was removed by name: the kubelet would unregister the driver", filepath.Base(sockP1))
+	}
+	for _, s := range []string{sockP1, sockP2} {
+		if _, err := os.Lstat(s); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", filepath.Base(s), err)
+		}
+	}
+}

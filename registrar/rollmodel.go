@@ -1,6 +1,9 @@
 package registrar
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // The rolling-update mode's decisions, in one place: a view of the
 // instances of the driver on the node (this one and its peers), an event,
@@ -29,6 +32,13 @@ type modeView struct {
 	// takeBack is why the last announcement on the node must again be this
 	// instance's ("" none): kept until it can be done.
 	takeBack string
+	// removedOnly: the pending take-back is only for these sockets'
+	// removals by name (nil: not only); unasked: sockets of other instances
+	// that they unlinked by name because the kubelet never asked them
+	// (their Withdrawn). A Remove of such a socket changes nothing for the
+	// kubelet: no settle, no take-back.
+	removedOnly []string
+	unasked     map[string]bool
 	// Leaving only: successor is an instance the kubelet confirmed after
 	// this one, checked live just now ("" none); waitOver: successorWait
 	// has passed.
@@ -119,8 +129,10 @@ type step struct {
 	kind   stepKind
 	reason string // the evidence, logged with the step
 	other  string // the instance the step is about, if any
-	// takeBack is the take-back still wanted after the step ("" none).
-	takeBack string
+	// takeBack is the take-back still wanted after the step ("" none), and
+	// removedOnly the removals it is only for (nil: not only).
+	takeBack    string
+	removedOnly []string
 	// settle: arm kubeletSettle first (the kubelet unregisters the driver).
 	settle bool
 	// retirePrevious: retire the earlier announcements of this instance
@@ -162,7 +174,8 @@ func nextStep(v modeView, ev modeEvent) step {
 		return leavingStep(v)
 	}
 	var s step // what the event asks for before the common rule
-	s.takeBack = v.takeBack
+	s.takeBack, s.removedOnly = v.takeBack, v.removedOnly
+	before := s.takeBack
 	switch ev.kind {
 	case evPeerGone:
 		if ev.known {
@@ -184,8 +197,20 @@ func nextStep(v modeView, ev modeEvent) step {
 			s.takeBack = "the kubelet confirmed instance " + ev.other + " (older, or leaving) after this one"
 		}
 	case evSocketRemoved:
+		if v.unasked[ev.other] {
+			s.reason = "socket " + ev.other + " was never asked by the kubelet: its removal changes nothing for it"
+			return s
+		}
 		// Unlinked by name: the kubelet unregisters the driver.
+		var only []string // nil when a take-back for another cause is pending
+		if v.takeBack == "" || v.removedOnly != nil {
+			only = append(slices.Clone(v.removedOnly), ev.other)
+		}
 		s.settle, s.takeBack = true, "socket "+ev.other+" of another instance was removed"
+		v.takeBack, v.removedOnly, v.settling = s.takeBack, only, true
+		d := decide(v)
+		d.settle = true
+		return d
 	case evPlainRemoved:
 		s.settle, s.takeBack = true, "socket "+ev.other+" (a registrar without the rolling-update mode) was removed"
 	case evOwnRemoved:
@@ -212,7 +237,10 @@ func nextStep(v modeView, ev modeEvent) step {
 		}
 		return s
 	}
-	v.takeBack = s.takeBack
+	if s.takeBack != before {
+		s.removedOnly = nil // a take-back for another cause than a removal
+	}
+	v.takeBack, v.removedOnly = s.takeBack, s.removedOnly
 	v.settling = v.settling || s.settle
 	d := decide(v)
 	d.settle, d.retirePrevious = s.settle, s.retirePrevious
@@ -221,13 +249,18 @@ func nextStep(v modeView, ev modeEvent) step {
 
 // decide is the rule after every event: whether this instance announces now.
 func decide(v modeView) step {
-	s := step{takeBack: v.takeBack}
+	if v.takeBack != "" && v.removedOnly != nil && allUnasked(v) {
+		// Every removal the take-back was for turned out to be of a socket
+		// the kubelet never asked: nothing to take back.
+		v.takeBack, v.removedOnly = "", nil
+	}
+	s := step{takeBack: v.takeBack, removedOnly: v.removedOnly}
 	if v.discovering {
 		s.kind, s.reason = stepWait, "the first states of the instances found on the node are awaited"
 		return s
 	}
 	if inst, _ := newerPeer(v); inst != "" {
-		s.takeBack, s.other = "", inst
+		s.takeBack, s.removedOnly, s.other = "", nil, inst
 		if v.standingBy {
 			s.reason = "already standing by"
 			return s
@@ -276,6 +309,17 @@ func leavingStep(v modeView) step {
 	}
 	return step{kind: stepUnregisterAndLeave, cleanup: !othersLive(v),
 		reason: "no instance was confirmed after this one"}
+}
+
+// allUnasked reports whether every removal the pending take-back is for
+// was of a socket the kubelet never asked.
+func allUnasked(v modeView) bool {
+	for _, name := range v.removedOnly {
+		if !v.unasked[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // newerPeer returns the newest eligible instance newer than self, if any.
