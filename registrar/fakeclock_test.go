@@ -1,6 +1,7 @@
 package registrar
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -102,10 +103,11 @@ func (f *fakeClock) Fire(t testing.TB, d time.Duration, patience time.Duration) 
 	f.Advance(f.WaitForTimer(t, d, patience))
 }
 
-// FireUntil advances the clock to each timer of duration d as it is armed,
-// until done is closed: an instance of the rolling-update mode that leaves
-// at a test's end waits successorWait on the clock.
-func (f *fakeClock) FireUntil(t testing.TB, d time.Duration, done <-chan struct{}, patience time.Duration) {
+// FireUntil advances the clock to each timer of one of the durations ds as
+// it is armed, until done is closed: an instance of the rolling-update mode
+// that leaves at a test's end waits successorWait on the clock; a driver
+// look that failed is tried again after a backoff.
+func (f *fakeClock) FireUntil(t testing.TB, done <-chan struct{}, patience time.Duration, ds ...time.Duration) {
 	t.Helper()
 	deadline := time.After(patience)
 	for {
@@ -113,7 +115,7 @@ func (f *fakeClock) FireUntil(t testing.TB, d time.Duration, done <-chan struct{
 		changed := f.changed
 		var due *fakeTimer
 		for tm := range f.timers {
-			if tm.d == d {
+			if slices.Contains(ds, tm.d) {
 				due = tm
 			}
 		}

@@ -144,7 +144,7 @@ func startInstanceRegistrar(t *testing.T, e env, clk *registrar.FakeClock, podUI
 	run := start(t, r.Run)
 	t.Cleanup(func() { // before start's: an instance alone waits successorWait
 		run.cancel()
-		clk.FireUntil(t, registrar.SuccessorWait, run.done, patience)
+		clk.FireUntil(t, run.done, patience, registrar.SuccessorWait)
 	})
 	return instance{r: r, run: run, logs: logs}
 }
@@ -197,9 +197,17 @@ func announced(t *testing.T, in instance, not string) string {
 	if reg, err := registrartest.Register(t.Context(), sock); err != nil || reg.Err != nil {
 		t.Fatal(err, reg)
 	}
-	awaitStatus(t, in.r, "registered", func(st registrar.Status) bool {
-		return st.Stage == registrar.StageRegistered && st.SocketPath == sock
-	})
+	// Its log, not its Status, which may have moved on already (a take-back).
+	_, v, ok := csiplugin.ParseRollingUpdateSocketName(stubName, filepath.Base(sock))
+	if !ok {
+		t.Fatalf("%s is not an announcement socket of %s", sock, stubName)
+	}
+	confirmed := "decision=confirmed version=" + csiplugin.RollingUpdateVersion(v) + "\n"
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	if _, err := in.logs.Wait(ctx, func(s string) bool { return strings.Contains(s, confirmed) }); err != nil {
+		t.Fatalf("the instance did not log that the kubelet confirmed %s: %v", filepath.Base(sock), err)
+	}
 	return sock
 }
 
@@ -252,8 +260,15 @@ func TestRollingUpdateHandover(t *testing.T) {
 	// The survivor has the last word: a new announcement; once it is
 	// confirmed, the earlier one is retired.
 	sockB2 := announced(t, b, sockB)
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	if _, err := b.logs.Wait(ctx, func(s string) bool {
+		return strings.Contains(s, "decision=retire retired="+filepath.Base(sockB)+" ")
+	}); err != nil {
+		t.Errorf("the survivor did not retire its earlier socket %s once its new one was confirmed: %v", filepath.Base(sockB), err)
+	}
 	if _, err := os.Lstat(sockB); !os.IsNotExist(err) {
-		t.Errorf("the survivor's earlier socket %s is still there once its new one is confirmed: %v", sockB, err)
+		t.Errorf("the survivor's earlier socket %s is still there once retired: %v", sockB, err)
 	}
 	events.sync(t, e.regDir)
 	for _, s := range []string{sockA, sockB} {
@@ -326,7 +341,7 @@ func TestRollingUpdateKubeletSilenceAnnouncesAgain(t *testing.T) {
 		o.KubeletWait = registrar.MinKubeletWait
 	})
 	in := instance{r: r, run: run, logs: logs}
-	t.Cleanup(func() { run.cancel(); clk.FireUntil(t, registrar.SuccessorWait, run.done, patience) })
+	t.Cleanup(func() { run.cancel(); clk.FireUntil(t, run.done, patience, registrar.SuccessorWait) })
 	first := in.serving(t, "")
 	clk.Fire(t, registrar.MinKubeletWait, patience)
 	clk.Fire(t, time.Second, patience)
@@ -574,7 +589,17 @@ func TestRollingUpdateErrorLeavesFirst(t *testing.T) {
 	sockA := a.serving(t, "")
 	stop()
 	serveNamedDriver(t, sock, &namedDriver{name: "two.example.com"})
-	// Leaving: the instance says so and waits for a successor.
+	// Leaving: the instance says so and waits for a successor. A look at
+	// the driver that comes while it restarts fails and is tried again
+	// after a backoff on the clock: fire those.
+	said := make(chan struct{})
+	go func() {
+		defer close(said)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		registrar.WaitInstanceState(ctx, sockA, func(st registrar.InstanceState) bool { return st.Terminating })
+	}()
+	clk.FireUntil(t, said, patience, 100*time.Millisecond, 200*time.Millisecond, 400*time.Millisecond)
 	terminating(t, sockA)
 	clk.Fire(t, registrar.SuccessorWait, patience)
 	err := returned(t, a.run, "the instance")
