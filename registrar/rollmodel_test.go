@@ -89,7 +89,7 @@ var modeRows = []modeRow{
 	{"settled-unasked", "settling after a removal that turned out to be of a socket the kubelet never asked", modeView{self: selfReg, socket: true,
 		takeBack: "socket d_old_9-reg.sock of another instance was removed", removedOnly: []string{"d_old_9-reg.sock"},
 		unasked: map[string]bool{"d_old_9-reg.sock": true}}, modeEvent{kind: evSettled}, step{kind: stepNothing}, "stands"},
-	{"settled-mixed", "settling after a removal, with a take-back for another cause pending too", modeView{self: selfReg, socket: true,
+	{"settled-mixed", "a take-back for another cause is pending; another instance's announcement is unlinked by name", modeView{self: selfReg, socket: true,
 		takeBack: "instance young left"}, modeEvent{kind: evSocketRemoved, other: "d_old_9-reg.sock"},
 		step{kind: stepWait, settle: true, takeBack: "socket d_old_9-reg.sock of another instance was removed"}, "deregistration must pass"},
 	{"plain-removed", "a registrar without the mode unlinks the driver's `<name>-reg.sock`", modeView{self: selfReg, socket: true},
