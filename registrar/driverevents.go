@@ -117,9 +117,8 @@ func (l *loop) onNameAgain(a driverAnswer) error {
 		l.log.Info("driver came back under the same name", "outcome", "unchanged")
 		return nil
 	}
-	if l.roll != nil {
-		return fmt.Errorf("the driver at %s now reports the name %q instead of %q: in the rolling-update mode an instance registers one name for its life; restart the pod",
-			l.r.driverPath, a.name, l.driver.name)
+	if err := l.roll.renamed(l.r.driverPath, a.name, l.driver.name); err != nil {
+		return err
 	}
 	l.log.Info("driver came back under another name; registering it instead", "newDriver", a.name, "outcome", "renamed")
 	l.begin(a.name, a.path)

@@ -1,6 +1,7 @@
 package registrar
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -100,4 +101,35 @@ func (f *fakeClock) WaitForTimer(t testing.TB, d time.Duration, patience time.Du
 func (f *fakeClock) Fire(t testing.TB, d time.Duration, patience time.Duration) {
 	t.Helper()
 	f.Advance(f.WaitForTimer(t, d, patience))
+}
+
+// FireUntil advances the clock to each timer of one of the durations ds as
+// it is armed, until done is closed: an instance of the rolling-update mode
+// that leaves at a test's end waits successorWait on the clock; a driver
+// look that failed is tried again after a backoff.
+func (f *fakeClock) FireUntil(t testing.TB, done <-chan struct{}, patience time.Duration, ds ...time.Duration) {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		f.mu.Lock()
+		changed := f.changed
+		var due *fakeTimer
+		for tm := range f.timers {
+			if slices.Contains(ds, tm.d) {
+				due = tm
+			}
+		}
+		f.mu.Unlock()
+		if due != nil {
+			f.Advance(due.at.Sub(f.Now()))
+		}
+		select {
+		case <-done:
+			return
+		case <-changed:
+		case <-deadline:
+			t.Errorf("not done within %s", patience)
+			return
+		}
+	}
 }

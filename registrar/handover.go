@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -50,6 +51,10 @@ type InstanceState struct {
 	Failed bool `json:"failed"`
 	// Terminating: the instance is ending and never announces again.
 	Terminating bool `json:"terminating"`
+	// Withdrawn is the version of the latest announcement the instance
+	// unlinked by name because the kubelet never asked it (0: none): that
+	// Remove changes nothing for the kubelet, which never registered it.
+	Withdrawn uint64 `json:"withdrawn,omitempty"`
 }
 
 // NewerThan reports whether s should hold the registration rather than o.
@@ -147,13 +152,16 @@ type socketHandover struct {
 // the socket is stopped.
 func (s *socketHandover) watch(stream grpc.ServerStream) error {
 	h := s.h
-	for {
-		st, changed := h.get()
+	send := func(st InstanceState) error {
 		b, err := json.Marshal(st)
 		if err != nil {
 			return err
 		}
-		if err := stream.SendMsg(wrapperspb.Bytes(b)); err != nil {
+		return stream.SendMsg(wrapperspb.Bytes(b))
+	}
+	for {
+		st, changed := h.get()
+		if err := send(st); err != nil {
 			return err
 		}
 		select {
@@ -161,6 +169,11 @@ func (s *socketHandover) watch(stream grpc.ServerStream) error {
 		case <-stream.Context().Done():
 			return nil
 		case <-s.closing:
+			// The last change before the socket stops (e.g. Withdrawn)
+			// still goes out.
+			if last, _ := h.get(); last != st {
+				return send(last)
+			}
 			return nil
 		}
 	}
@@ -177,46 +190,50 @@ type peerEvent struct {
 
 // watchPeer streams the state of the instance serving path into events
 // until ctx ends or the stream does; the last event has gone set. A socket
-// is created a moment before it listens: until its first state arrives, a
-// refused connection is tried again, for up to firstStateWait.
-func watchPeer(ctx context.Context, path string, events chan<- peerEvent) {
+// is created a moment before it listens: the Watch call waits for the
+// connection (gRPC's own reconnect backoff) until the first state arrives,
+// for up to firstStateWait on clk; a socket that does not answer by then
+// (a dead instance's) is gone.
+func watchPeer(ctx context.Context, clk clock, path string, events chan<- peerEvent) {
 	send := func(ev peerEvent) {
 		select {
 		case events <- ev:
 		case <-ctx.Done():
 		}
 	}
-	deadline := time.Now().Add(firstStateWait)
-	var err error
-	for {
-		var got bool
-		got, err = streamStates(ctx, path, func(st InstanceState) { send(peerEvent{path: path, st: st}) })
-		if got || ctx.Err() != nil || time.Now().After(deadline) {
-			break
-		}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got atomic.Bool
+	first := clk.NewTimer(firstStateWait)
+	defer first.Stop()
+	go func() { // ends with sctx, which this function ends
 		select {
-		case <-time.After(firstStateRetry):
-		case <-ctx.Done():
+		case <-first.C():
+			if !got.Load() {
+				cancel()
+			}
+		case <-sctx.Done():
 		}
-	}
+	}()
+	_, err := streamStates(sctx, path, func(st InstanceState) {
+		got.Store(true)
+		send(peerEvent{path: path, st: st})
+	}, grpc.WaitForReady(true))
 	send(peerEvent{path: path, gone: true, err: err})
 }
 
-// How long, and how often, watchPeer tries a socket that has not answered yet.
-const (
-	firstStateWait  = 2 * time.Second
-	firstStateRetry = 50 * time.Millisecond
-)
+// firstStateWait bounds how long watchPeer waits for a socket's first state.
+const firstStateWait = 2 * time.Second
 
 // streamStates passes each state the instance at path sends to f, until
 // the stream ends; got reports whether any state arrived.
-func streamStates(ctx context.Context, path string, f func(InstanceState)) (got bool, err error) {
+func streamStates(ctx context.Context, path string, f func(InstanceState), opts ...grpc.CallOption) (got bool, err error) {
 	conn, err := csiplugin.Dial(path, grpc.WithUserAgent(csiplugin.NotKubeletUserAgent+" (rolling update)"))
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close()
-	stream, err := openWatch(ctx, conn)
+	stream, err := openWatch(ctx, conn, opts...)
 	if err != nil {
 		return false, err
 	}
@@ -231,8 +248,8 @@ func streamStates(ctx context.Context, path string, f func(InstanceState)) (got 
 }
 
 // openWatch starts a Watch call on conn.
-func openWatch(ctx context.Context, conn *grpc.ClientConn) (grpc.ClientStream, error) {
-	stream, err := conn.NewStream(ctx, &handoverDesc.Streams[0], handoverWatch)
+func openWatch(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	stream, err := conn.NewStream(ctx, &handoverDesc.Streams[0], handoverWatch, opts...)
 	if err != nil {
 		return nil, err
 	}

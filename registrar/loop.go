@@ -26,7 +26,9 @@ import (
 // registration server's signal. A reconcile tick (reconcile.go) looks again
 // at what an event would have told, so that a lost event costs at most one
 // period. The transitions are the table in transitions_test.go, which the tests
-// run and docs/design.md shows.
+// run and docs/design.md shows. The rolling-update mode plugs in at one seam
+// (modeseam.go); its decisions are one pure function (rollmodel.go), tabled
+// in rollmodel_test.go, and its exit is a stage of this loop.
 const (
 	// reconcilePeriod is how often the loop looks at its socket and the
 	// driver without an event. It bounds how long a lost file event (an
@@ -204,67 +206,98 @@ func (l *loop) run(ctx context.Context) error {
 	if err := l.lookAtDriver(ctx); err != nil {
 		return err
 	}
+	// In the rolling-update mode the end of ctx, or an error, enters the
+	// mode's leaving stage: the same loop keeps serving the kubelet's calls,
+	// the peers and the registration directory until the instance left;
+	// the driver, its socket and the session's alarms no longer count.
+	done := ctx.Done()
+	files, watchErrs := l.watcher.Events, l.watcher.Errors
+	var exitErr error
 	for {
 		var signal <-chan struct{}
 		if l.sock.cur != nil {
 			signal = l.sock.cur.server.signal
 		}
+		answers, retryAt, kubelet, recheck, tick, progress, deadline := l.answers, l.alarms.retryAt.c(), l.alarms.kubelet.c(),
+			l.alarms.recheck.c(), l.alarms.tick.c(), l.alarms.progress.c(), l.alarms.deadline.c()
+		leaving := l.roll.inLeavingStage()
+		if leaving {
+			answers, retryAt, kubelet, recheck, tick, progress, deadline = nil, nil, nil, nil, nil, nil, nil
+		}
 		var err error
 		select {
-		case <-ctx.Done():
-			return nil
+		case <-done:
+			done = nil
+			if !l.roll.leave() {
+				return nil
+			}
 		case reply := <-l.r.ping:
 			close(reply)
-		case a := <-l.answers:
+		case a := <-answers:
 			err = l.onDriverAnswer(ctx, a)
 		case <-signal:
 			l.onRegistrationSignal()
-		case <-l.alarms.retryAt.c():
+		case <-retryAt:
 			l.alarms.retryAt.stop()
 			l.onRetryDue()
-		case <-l.alarms.kubelet.c():
+		case <-kubelet:
 			l.alarms.kubelet.stop()
 			l.onKubeletSilent()
-		case <-l.alarms.recheck.c():
+		case <-recheck:
 			l.alarms.recheck.stop()
 			err = l.lookAtDriver(ctx)
-		case ev := <-l.peerEvents():
-			l.onPeerEvent(ev)
-		case <-l.settleC():
-			l.roll.settle.stop()
-			l.decide()
-		case <-l.discoverC():
-			l.roll.discover.stop()
-			l.decide()
-		case <-l.alarms.tick.c():
+		case ev := <-l.roll.peerEvents():
+			l.roll.onPeer(ev)
+		case <-l.roll.settleC():
+			l.roll.onSettled()
+		case <-l.roll.discoverC():
+			l.roll.onDiscovered()
+		case <-l.roll.leaveC():
+			l.roll.onSuccessorWaitOver()
+		case <-tick:
 			l.alarms.tick.set(reconcilePeriod)
 			l.reconcile(ctx, "tick", false)
-		case <-l.alarms.progress.c():
+		case <-progress:
 			l.onStillWaiting()
-		case <-l.alarms.deadline.c():
+		case <-deadline:
 			err = l.onConnectionTimeout()
-		case werr, ok := <-l.watcher.Errors:
-			if !ok {
-				return errors.New("file watcher closed")
+		case werr, ok := <-watchErrs:
+			switch {
+			case !ok && leaving:
+				watchErrs = nil
+			case !ok:
+				err = errors.New("file watcher closed")
+			case !leaving:
+				err = l.onWatcherError(ctx, werr)
 			}
-			err = l.onWatcherError(ctx, werr)
-		case ev, ok := <-l.watcher.Events:
+		case ev, ok := <-files:
 			if !ok {
-				return errors.New("file watcher closed")
+				if leaving {
+					files = nil
+					continue
+				}
+				err = errors.New("file watcher closed")
+				break
 			}
 			switch name := filepath.Clean(ev.Name); {
 			case name == l.r.driverPath:
-				err = l.onDriverSocketEvent(ctx, ev)
+				if !leaving {
+					err = l.onDriverSocketEvent(ctx, ev)
+				}
 			case name == l.sock.path:
 				l.onRegistrationSocketEvent(ev)
-			case l.roll == nil && ev.Has(fsnotify.Remove) && filepath.Dir(name) == filepath.Dir(l.sock.path):
-				l.onOtherSocketRemoved(filepath.Base(name))
-			case l.roll != nil && filepath.Dir(name) == l.roll.dir:
-				l.onRollDirEvent(filepath.Base(name), ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove))
+			case filepath.Dir(name) == filepath.Dir(l.sock.path):
+				l.onDirEvent(filepath.Base(name), ev)
 			}
 		}
 		if err != nil {
-			return err
+			if exitErr != nil || !l.roll.leave() {
+				return err
+			}
+			exitErr, done = err, nil
+		}
+		if l.roll.done() {
+			return exitErr
 		}
 	}
 }
@@ -313,9 +346,7 @@ func (l *loop) shutdown() {
 	l.stopSessionAlarms()
 	l.alarms.progress.stop()
 	l.alarms.deadline.stop()
-	if l.roll != nil {
-		l.rollExit()
-	} else if l.sock.cur != nil {
+	if !l.roll.end() && l.sock.cur != nil {
 		l.closeSocket("exit")
 	}
 	if l.driver.asking {
@@ -329,28 +360,6 @@ func (l *loop) stopSessionAlarms() {
 	l.alarms.kubelet.stop()
 	l.alarms.recheck.stop()
 	l.alarms.tick.stop()
-}
-
-// The rolling-update mode's channels; nil (never ready) without the mode.
-func (l *loop) peerEvents() <-chan peerEvent {
-	if l.roll == nil {
-		return nil
-	}
-	return l.roll.events
-}
-
-func (l *loop) settleC() <-chan time.Time {
-	if l.roll == nil {
-		return nil
-	}
-	return l.roll.settle.c()
-}
-
-func (l *loop) discoverC() <-chan time.Time {
-	if l.roll == nil {
-		return nil
-	}
-	return l.roll.discover.c()
 }
 
 // short formats d for people: 2m rather than 2m0s, 1h rather than 1h0m0s.

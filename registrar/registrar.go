@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/fsnotify/fsnotify"
@@ -51,6 +52,7 @@ type Registrar struct {
 	// package sets them (export_test.go) before Run.
 	clock      clock
 	newWatcher func() (*fsnotify.Watcher, error)
+	bootTime   func() (time.Time, error) // when the node booted
 }
 
 // New checks opts and returns a Registrar. Its errors mean a value breaks
@@ -73,6 +75,7 @@ func New(opts Options) (*Registrar, error) {
 		clock:      realClock{},
 		httpLimits: defaultHTTPLimits,
 		newWatcher: fsnotify.NewWatcher,
+		bootTime:   readBootTime,
 	}, nil
 }
 

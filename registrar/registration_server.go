@@ -129,20 +129,21 @@ type servingSocket struct {
 	server   *registrationServer
 	serving  *grpcserve.Serving
 	grace    time.Duration   // Options.ShutdownTimeout
+	clk      clock           // the loop's: bounds the wait for a Notify at retire
 	handover *socketHandover // rolling-update mode only
 }
 
 // serveRegistration serves srv (and, in the rolling-update mode, the
 // handover service ho, else nil) on sock until stop. grace bounds how long
-// stop lets running calls finish.
-func serveRegistration(sock *sockfile.Socket, srv *registrationServer, ho *handoverServer, grace time.Duration) *servingSocket {
+// stop lets running calls finish; clk is the loop's clock.
+func serveRegistration(sock *sockfile.Socket, srv *registrationServer, ho *handoverServer, grace time.Duration, clk clock) *servingSocket {
 	// The messages are a few hundred bytes: small per-connection buffers (gRPC
 	// shares write buffers between connections by default) keep a flood of
 	// kubelet-like clients from costing 64 KiB of buffers per connection.
 	// grpcserve bounds the handshake: a client that sends nothing is dropped.
 	g := grpcserve.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
 	registerapi.RegisterRegistrationServer(g, srv)
-	ss := &servingSocket{sock: sock, server: srv, grace: grace}
+	ss := &servingSocket{sock: sock, server: srv, grace: grace, clk: clk}
 	if ho != nil {
 		ss.handover = &socketHandover{h: ho, closing: make(chan struct{})}
 		g.RegisterService(&handoverDesc, ss.handover)
@@ -176,6 +177,21 @@ func (ss *servingSocket) retire() bool {
 	return retired
 }
 
+// unasked reports whether the kubelet never called GetInfo on the socket;
+// if so, the socket no longer accepts connections, so that no registration
+// can start on it any more (a GetInfo on a connection accepted before is
+// counted and makes it asked). The kubelet's plugin manager adds a socket to
+// its actual state only after it answered GetInfo, and unregisters only what
+// is in its actual state: an unasked socket can be unlinked by name.
+func (ss *servingSocket) unasked() bool {
+	if n, _ := ss.server.snapshot(); n > 0 {
+		return false
+	}
+	ss.sock.Listener().Close()
+	n, _ := ss.server.snapshot()
+	return n == 0
+}
+
 // notifyWait bounds how long a socket is kept for a registration the kubelet
 // has under way: its NodeGetInfo on the driver, then its
 // NotifyRegistrationStatus; milliseconds on a healthy node. It stays well
@@ -188,12 +204,12 @@ func (ss *servingSocket) awaitNotify(max time.Duration) {
 	if !ss.server.registering() {
 		return
 	}
-	t := time.NewTimer(max)
+	t := ss.clk.NewTimer(max)
 	defer t.Stop()
 	for ss.server.registering() {
 		select {
 		case <-ss.server.signal:
-		case <-t.C:
+		case <-t.C():
 			return
 		}
 	}

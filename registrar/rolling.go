@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -86,8 +85,10 @@ var rollingDecisions = []string{decisionAnnounce, decisionConfirmed, decisionRet
 // takes the registration back.
 const reasonTakeBack = "take-back"
 
-// rolling is the mode's part of the loop's state.
+// rolling is the mode's part of the loop's state: the view's sources
+// (rollmodel.go decides on them).
 type rolling struct {
+	l        *loop
 	dir      string // the registration directory
 	self     *handoverServer
 	previous []*servingSocket // earlier announcements, retired once the latest is confirmed
@@ -96,11 +97,23 @@ type rolling struct {
 	stop     context.CancelFunc // ends the watches
 	watchCtx context.Context
 	watches  sync.WaitGroup
-	// takeBack: announce again when allowed; why is the evidence.
-	takeBack bool
-	why      string
+	// takeBack is why the last announcement on the node must again be this
+	// instance's ("" none), kept until it can be done.
+	takeBack string
+	// removedOnly: the pending take-back is only for these sockets' removals
+	// by name (nil: not only).
+	removedOnly []string
+	// gone is the last state of each instance whose stream ended.
+	gone     map[string]InstanceState
 	settle   alarm // no announcement before it fires
 	discover alarm // at start: the peers' first states are awaited
+	// Leaving (ctx ended, or an error ended the loop): leaveBy is
+	// successorWait, waitOver once it fired; left once the instance left
+	// (the loop then returns).
+	leaving  bool
+	leaveBy  alarm
+	waitOver bool
+	left     bool
 }
 
 // peer is another instance of the driver, watched through its latest socket.
@@ -111,9 +124,6 @@ type peer struct {
 	known   bool // a state arrived
 	cancel  context.CancelFunc
 }
-
-// eligible reports whether the peer may hold the registration.
-func (p *peer) eligible() bool { return p.known && !p.st.Terminating && !p.st.Failed }
 
 // checkAnnouncementPath checks that the driver's longest announcement
 // socket fits a unix socket address in dir.
@@ -131,18 +141,22 @@ func (l *loop) rollBegin() {
 	birth := l.readBirth(dir, inst)
 	ctx, stop := context.WithCancel(context.Background())
 	l.roll = &rolling{
+		l:        l,
 		dir:      dir,
 		self:     newHandoverServer(InstanceState{Driver: l.driver.name, Instance: inst, Birth: birth}),
 		peers:    map[string]*peer{},
+		gone:     map[string]InstanceState{},
 		events:   make(chan peerEvent),
 		stop:     stop,
 		watchCtx: ctx,
 		settle:   newAlarm(l.r.clock),
 		discover: newAlarm(l.r.clock),
+		leaveBy:  newAlarm(l.r.clock),
 	}
 	l.r.metrics.enableRollingUpdate()
 	l.log = l.log.With("instance", inst)
 	l.log.Info("rolling-update mode", "birth", time.UnixMilli(birth).UTC().Format(time.RFC3339Nano), "podUID", l.r.opts.RollingUpdate)
+	l.removePreBoot()
 	found := l.scan()
 	for name, s := range found {
 		if s.instance == inst {
@@ -160,7 +174,109 @@ func (l *loop) rollBegin() {
 	if len(l.roll.peers) > 0 {
 		l.roll.discover.set(discoveryWait)
 	}
-	l.decide()
+	l.modeEvent(modeEvent{kind: evBegin})
+}
+
+// view gathers what the mode decides on. While leaving, it checks live
+// whether a successor was confirmed after this instance.
+func (l *loop) view() modeView {
+	self, _ := l.roll.self.get()
+	v := modeView{
+		self:        self,
+		peers:       make(map[string]peerState, len(l.roll.peers)),
+		socket:      l.sock.cur != nil,
+		standingBy:  l.stage == StageStandingBy,
+		discovering: l.roll.discover.armed(),
+		settling:    l.roll.settle.armed(),
+		retrying:    l.alarms.retryAt.armed(),
+		takeBack:    l.roll.takeBack,
+		removedOnly: l.roll.removedOnly,
+		unasked:     map[string]bool{},
+		waitOver:    l.roll.waitOver,
+	}
+	withdrawn := func(inst string, st InstanceState) {
+		if st.Withdrawn != 0 {
+			v.unasked[csiplugin.RollingUpdateSocketName(l.driver.name, inst, st.Withdrawn)] = true
+		}
+	}
+	for inst, st := range l.roll.gone {
+		withdrawn(inst, st)
+	}
+	for inst, p := range l.roll.peers {
+		v.peers[inst] = peerState{st: p.st, known: p.known}
+		withdrawn(inst, p.st)
+	}
+	if self.Terminating {
+		v.successor, v.successorState = l.confirmedSuccessor(self)
+	}
+	return v
+}
+
+// modeEvent decides on ev and carries out the step; nothing once the
+// instance left.
+func (l *loop) modeEvent(ev modeEvent) {
+	if l.roll.left {
+		return
+	}
+	v := l.view()
+	s := nextStep(v, ev)
+	l.log.Debug("rolling-update step", "event", ev.kind.String(), "step", s.String(), "reason", s.reason)
+	l.carryOut(v, s)
+}
+
+// carryOut does what nextStep decided.
+func (l *loop) carryOut(v modeView, s step) {
+	l.roll.takeBack, l.roll.removedOnly = s.takeBack, s.removedOnly
+	if s.settle {
+		l.roll.settle.set(kubeletSettle)
+	}
+	if s.retirePrevious {
+		l.retirePrevious("a later announcement of this instance is confirmed")
+	}
+	switch s.kind {
+	case stepNothing, stepWait, stepWaitSuccessor:
+	case stepAnnounce:
+		l.create(reasonStart)
+	case stepTakeBack:
+		l.decision(decisionTakeBack, "announcing again: the last announcement on the node must be this instance's", "why", s.reason)
+		l.create(reasonTakeBack)
+	case stepResume:
+		l.publish(StageWaitingForKubelet, "the newer instance left; waiting for the kubelet")
+		l.create(reasonTakeBack)
+	case stepStandBy:
+		p := v.peers[s.other]
+		l.decision(decisionStandBy, s.reason, "newer", s.other, "newerBirth", p.st.Birth, "newerConfirmed", p.st.Confirmed)
+		l.alarms.retryAt.stop()
+		l.await(awaitNothing, 0)
+		l.publish(StageStandingBy, "instance "+s.other+" is newer and holds or takes the registration")
+	case stepRegistered:
+		l.publish(StageRegistered, "")
+	case stepWithdraw, stepWithdrawNoRetry:
+		l.withdraw(s)
+	case stepRetireAndLeave:
+		l.retireAndLeave(v, s)
+	case stepUnregisterAndLeave:
+		l.unregisterAndLeave(s)
+	}
+}
+
+// withdraw unlinks the announcement the kubelet rejected.
+func (l *loop) withdraw(s step) {
+	l.decision(decisionWithdraw, s.reason, "kubeletError", l.sock.handled.GetError(), "inValidation", !s.failed)
+	if s.failed {
+		// Told before the socket goes, so that the others see a failure
+		// (and wait for the kubelet's deregistration), not a departure.
+		l.roll.self.update(func(st *InstanceState) { st.Failed = true })
+	}
+	l.closeSocket("rejected")
+	l.await(awaitNothing, 0)
+	kubeletErr := l.sock.handled.GetError()
+	if s.kind == stepWithdrawNoRetry {
+		l.publish(StageRejected, kubeletErr+" (another instance remains and takes the registration back; this one does not retry: delete its pod to try again)")
+		return
+	}
+	d := l.scheduleRetry(reasonRejected)
+	l.publish(StageRejected, kubeletErr+" (announcing again in "+short(d)+")")
 }
 
 // readBirth returns when this pod first ran, from its birth file, creating
@@ -229,7 +345,7 @@ func (l *loop) watchInstance(inst, path string, version uint64) {
 	l.roll.watches.Add(1)
 	go func() {
 		defer l.roll.watches.Done()
-		watchPeer(ctx, path, l.roll.events)
+		watchPeer(ctx, l.r.clock, path, l.roll.events)
 	}()
 }
 
@@ -248,11 +364,14 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 	if ev.gone {
 		p.cancel()
 		delete(l.roll.peers, inst)
+		if p.known {
+			l.roll.gone[inst] = p.st
+		}
 		for name, s := range l.scan() {
 			if s.instance == inst && s.version > p.version {
 				l.watchInstance(inst, filepath.Join(l.roll.dir, name), s.version)
 				l.roll.peers[inst].st, l.roll.peers[inst].known = p.st, p.known
-				l.decide()
+				l.modeEvent(modeEvent{kind: evPeerMoved, other: inst})
 				return
 			}
 		}
@@ -260,59 +379,33 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 			// It never answered: a dead instance's socket, not one that
 			// left. Nothing changed for the kubelet.
 			l.log.Info("another instance's socket does not answer", "other", inst, "socket", filepath.Base(p.path), "err", ev.err)
-			if l.roll.discover.armed() && l.allKnown() {
-				l.roll.discover.stop()
-			}
-			l.decide()
-			return
+			l.discovered()
+		} else {
+			l.log.Info("another instance left", "other", inst, "lastState", p.st, "err", ev.err)
 		}
-		l.log.Info("another instance left", "other", inst, "lastState", p.st, "err", ev.err)
-		l.wantTakeBack("instance " + inst + " left")
-		l.decide()
+		l.modeEvent(modeEvent{kind: evPeerGone, other: inst, known: p.known})
 		return
 	}
 	old := p.st
 	p.st, p.known = ev.st, true
-	self, _ := l.roll.self.get()
-	switch {
-	case ev.st.Failed && !old.Failed:
+	if ev.st.Failed && !old.Failed {
 		l.log.Info("the kubelet failed another instance's registration", "other", inst, "version", ev.st.Version)
-		l.roll.settle.set(kubeletSettle) // the CSI handler unregistered the driver: let that pass first
-		l.wantTakeBack("instance " + inst + " failed")
-	case ev.st.Terminating && !old.Terminating && ev.st.NewerThan(self):
-		// It will leave; be confirmed after it, so that it can leave
-		// without unregistering the driver.
-		l.wantTakeBack("newer instance " + inst + " is terminating")
-	case self.Version > 0 && ev.st.ConfirmedAt != old.ConfirmedAt && mayBeConfirmedAfter(ev.st, self) &&
-		(!ev.st.NewerThan(self) || ev.st.Terminating):
-		// The kubelet registered an instance that should not hold the
-		// registration (an older one, or one that is leaving) after this one.
-		l.wantTakeBack("the kubelet confirmed instance " + inst + " (older, or leaving) after this one")
 	}
-	if l.roll.discover.armed() && l.allKnown() {
-		l.roll.discover.stop()
-	}
-	l.decide()
+	l.discovered()
+	l.modeEvent(modeEvent{kind: evPeerState, other: inst, old: old, st: ev.st})
 }
 
-// mayBeConfirmedAfter reports whether the kubelet may have acted on o's
-// latest confirmed announcement after self's: o's confirmation is not
-// strictly earlier. ConfirmedAt has millisecond resolution, and a kubelet
-// that restarts registers every socket concurrently: two confirmations in
-// the same millisecond are common, and either endpoint may be the one the
-// CSI handler stored. The newer instance then announces again: one more
-// registration, never a wrong endpoint.
-func mayBeConfirmedAfter(o, self InstanceState) bool {
-	return o.ConfirmedAt > 0 && o.ConfirmedAt >= self.ConfirmedAt
-}
-
-func (l *loop) allKnown() bool {
+// discovered ends the discovery at start once every peer told its state.
+func (l *loop) discovered() {
+	if !l.roll.discover.armed() {
+		return
+	}
 	for _, p := range l.roll.peers {
 		if !p.known {
-			return false
+			return
 		}
 	}
-	return true
+	l.roll.discover.stop()
 }
 
 // onRollDirEvent: a file event in the registration directory that is not
@@ -325,81 +418,15 @@ func (l *loop) onRollDirEvent(name string, created, removed bool) {
 		case created:
 			l.watchInstance(inst, filepath.Join(l.roll.dir, name), v)
 		case removed:
-			// Unlinked by name: the kubelet unregisters the driver.
-			l.roll.settle.set(kubeletSettle)
-			l.wantTakeBack("socket " + name + " of instance " + inst + " was removed")
-			l.decide()
+			l.drainPeerEvents() // a state sent before the Remove (Withdrawn) counts
+			l.modeEvent(modeEvent{kind: evSocketRemoved, other: name})
 		}
 		return
 	}
 	if name == l.driver.name+csiplugin.RegistrationSocketSuffix && removed {
 		// A registrar without the mode (ours or node-driver-registrar) left:
 		// the kubelet unregisters the driver.
-		l.roll.settle.set(kubeletSettle)
-		l.wantTakeBack("socket " + name + " (a registrar without the rolling-update mode) was removed")
-		l.decide()
-	}
-}
-
-func (l *loop) wantTakeBack(why string) {
-	l.roll.takeBack, l.roll.why = true, why
-}
-
-// newerPeer returns the newest eligible instance newer than self, if any.
-func (l *loop) newerPeer(self InstanceState) (string, *peer) {
-	var inst string
-	var best *peer
-	for i, p := range l.roll.peers {
-		if p.eligible() && p.st.NewerThan(self) && (best == nil || p.st.NewerThan(best.st)) {
-			inst, best = i, p
-		}
-	}
-	return inst, best
-}
-
-// othersEligible reports whether another instance may hold the registration.
-func (l *loop) othersEligible() bool {
-	for _, p := range l.roll.peers {
-		if p.eligible() {
-			return true
-		}
-	}
-	return false
-}
-
-// decide is the mode's one decision, taken after every change: whether
-// this instance announces now.
-func (l *loop) decide() {
-	self, _ := l.roll.self.get()
-	if self.Terminating || l.roll.discover.armed() {
-		return
-	}
-	if inst, p := l.newerPeer(self); p != nil {
-		l.roll.takeBack = false
-		if l.stage != StageStandingBy {
-			l.decision(decisionStandBy, "a newer instance holds or takes the registration", "newer", inst,
-				"newerBirth", p.st.Birth, "newerConfirmed", p.st.Confirmed)
-			l.alarms.retryAt.stop()
-			l.await(awaitNothing, 0)
-			l.publish(StageStandingBy, "instance "+inst+" is newer and holds or takes the registration")
-		}
-		return
-	}
-	if self.Failed && l.othersEligible() {
-		return // the kubelet failed ours while another holds it: no cycle of registrations
-	}
-	if l.roll.settle.armed() || l.alarms.retryAt.armed() && l.sock.cur == nil {
-		return // announce when the alarm fires
-	}
-	switch {
-	case l.roll.takeBack:
-		l.decision(decisionTakeBack, "announcing again: the last announcement on the node must be this instance's", "why", l.roll.why)
-		l.create(reasonTakeBack)
-	case l.sock.cur == nil:
-		l.create(reasonStart)
-	case l.stage == StageStandingBy:
-		l.publish(StageWaitingForKubelet, "the newer instance left; waiting for the kubelet")
-		l.create(reasonTakeBack)
+		l.modeEvent(modeEvent{kind: evPlainRemoved, other: name})
 	}
 }
 
@@ -415,53 +442,53 @@ func (l *loop) nextAnnouncement() {
 	v = max(v, self.Version+1)
 	l.sock.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.driver.name, self.Instance, v))
 	l.roll.self.update(func(st *InstanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
-	l.roll.takeBack = false
+	l.roll.takeBack, l.roll.removedOnly = "", nil
 	if l.sock.cur == nil {
 		return
 	}
-	if l.sock.getInfos == 0 {
-		l.closeSocket("superseded") // the kubelet never looked at it: not registered
-		return
+	if l.sock.cur.unasked() {
+		l.withdrawUnasked(l.sock.cur, "superseded")
+	} else {
+		l.roll.previous = append(l.roll.previous, l.sock.cur)
 	}
-	l.roll.previous = append(l.roll.previous, l.sock.cur)
 	l.sock.cur = nil
 }
 
+// withdrawUnasked unlinks by name an announcement socket the kubelet never
+// asked (unasked closed its listener): the kubelet never registered it, so
+// the Remove only takes the path out of its desired state, instead of a
+// hidden name that it would redial until it restarts. The others are told
+// first (Withdrawn), so that they do not take the registration back for it.
+func (l *loop) withdrawUnasked(ss *servingSocket, why string) {
+	name := filepath.Base(ss.sock.Path())
+	if _, v, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, name); ok {
+		l.roll.self.update(func(st *InstanceState) { st.Withdrawn = v })
+	}
+	removed := ss.stop()
+	l.log.Info("unlinked by name an announcement the kubelet never asked: it is not registered", "removed", name, "why", why,
+		"outcome", map[bool]string{true: "removed", false: "gone"}[removed])
+}
+
 // rollNotify acts on the kubelet's verdict on the current announcement.
+// A registration is recorded (Confirmed, ConfirmedAt) and published, also
+// while this instance leaves: a newer instance confirmed before it then
+// takes the registration back, and this one sees that successor.
 func (l *loop) rollNotify(registered bool, kubeletErr string) {
-	if registered {
-		l.sock.backoff.reset()
-		l.alarms.retryAt.stop()
-		l.await(awaitNothing, 0)
-		now := l.r.clock.Now().UnixMilli()
-		self := l.roll.self.update(func(st *InstanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
-		l.decision(decisionConfirmed, "kubelet confirmed the announcement", "version", csiplugin.RollingUpdateVersion(self.Version))
-		l.retirePrevious("a later announcement of this instance is confirmed")
-		if _, p := l.newerPeer(self); p != nil {
-			l.decide() // the kubelet re-registered this older instance (it restarted): the newer one takes back
-			return
-		}
-		l.publish(StageRegistered, "")
+	if !registered {
+		l.modeEvent(modeEvent{kind: evRejected, detail: kubeletErr, validation: strings.Contains(kubeletErr, "plugin validation failed")})
 		return
 	}
-	validation := strings.Contains(kubeletErr, "plugin validation failed")
-	l.decision(decisionWithdraw, "kubelet rejected the announcement; unlinking it, which the kubelet does not count as registered",
-		"kubeletError", kubeletErr, "inValidation", validation)
-	if !validation {
-		// Told before the socket goes, so that the others see a failure
-		// (and wait for the kubelet's deregistration), not a departure.
-		l.roll.self.update(func(st *InstanceState) { st.Failed = true })
-	}
-	l.closeSocket("rejected")
+	l.sock.backoff.reset()
+	l.alarms.retryAt.stop()
 	l.await(awaitNothing, 0)
-	if !validation {
-		if l.othersEligible() {
-			l.publish(StageRejected, kubeletErr+" (another instance remains and takes the registration back; this one does not retry: delete its pod to try again)")
-			return
-		}
+	now := l.r.clock.Now().UnixMilli()
+	self := l.roll.self.update(func(st *InstanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
+	msg := "kubelet confirmed the announcement"
+	if self.Terminating {
+		msg = "kubelet confirmed the announcement of this instance, which is leaving"
 	}
-	d := l.scheduleRetry(reasonRejected)
-	l.publish(StageRejected, kubeletErr+" (announcing again in "+short(d)+")")
+	l.decision(decisionConfirmed, msg, "version", csiplugin.RollingUpdateVersion(self.Version))
+	l.modeEvent(modeEvent{kind: evConfirmed})
 }
 
 // retirePrevious retires the earlier announcement sockets without
@@ -469,6 +496,10 @@ func (l *loop) rollNotify(registered bool, kubeletErr string) {
 func (l *loop) retirePrevious(why string) {
 	for _, ss := range l.roll.previous {
 		path := ss.sock.Path()
+		if ss.unasked() {
+			l.withdrawUnasked(ss, why)
+			continue
+		}
 		if ss.retire() {
 			l.decision(decisionRetire, "retired an earlier announcement without unregistering", "retired", filepath.Base(path), "why", why)
 		}
@@ -476,136 +507,85 @@ func (l *loop) retirePrevious(why string) {
 	l.roll.previous = nil
 }
 
-// rollExit ends the mode: retire every socket if another instance was
-// confirmed after this one (checked live), else unregister; the last
-// instance on the node also removes what dead instances left.
-func (l *loop) rollExit() {
-	self := l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
+// rollLeave enters the leaving stage (ctx ended): this instance says it
+// is terminating and never announces again; it retires every socket if
+// another instance was confirmed after it (checked live), waits up to
+// successorWait for one while one may come, else unregisters. The loop
+// keeps serving its events meanwhile (the kubelet's verdict on this
+// instance's announcement still counts: the others decide on it; an
+// instance that starts now is watched: either may be the one confirmed
+// after this one).
+func (l *loop) rollLeave() {
+	if l.roll.leaving {
+		return
+	}
+	l.roll.leaving = true
+	l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
+	l.stopSessionAlarms()
+	l.roll.leaveBy.set(successorWait)
 	l.drainPeerEvents()
-	inst, succ := l.confirmedSuccessor(self)
-	// Alone, this instance cannot tell a deleted pod, whose replacement the
-	// DaemonSet controller starts at once (maxSurge), from an uninstall: it
-	// waits as long for an instance to appear. Leaving at once would unlink
-	// the socket while the replacement announces, and the kubelet would
-	// unregister the one and register the other in the same round, racing on
-	// the Node's annotation (seen on v1.37.2: the annotation key lost for
-	// good while the CSINode entry stayed).
-	if succ == nil && l.successorMayCome() {
-		// Another instance may take the registration now that this one
-		// says it is terminating: give it the time to be confirmed. Meanwhile
-		// the kubelet's verdict on this instance's announcement still counts
-		// (the others decide on it), and an instance that starts now is
-		// watched: either may be the one confirmed after this one.
-		wait := l.r.clock.NewTimer(successorWait)
-		var signal <-chan struct{}
-		if l.sock.cur != nil {
-			signal = l.sock.cur.server.signal
-		}
-		files := l.watcher.Events
-	waiting:
-		for succ == nil && l.successorMayCome() {
-			select {
-			case ev := <-l.roll.events:
-				l.onPeerEvent(ev)
-			case <-signal:
-				l.onExitNotify()
-			case ev, ok := <-files:
-				if !ok {
-					files = nil
-					continue
-				}
-				l.onExitFileEvent(ev)
-			case <-wait.C():
-				break waiting
-			}
-			self, _ = l.roll.self.get()
-			inst, succ = l.confirmedSuccessor(self)
-		}
-		wait.Stop()
+	l.modeEvent(modeEvent{kind: evLeave})
+}
+
+// onSuccessorWaitOver: leaving, successorWait passed.
+func (l *loop) onSuccessorWaitOver() {
+	l.roll.leaveBy.stop()
+	l.roll.waitOver = true
+	l.modeEvent(modeEvent{kind: evSuccessorWaitOver})
+}
+
+// retireAndLeave leaves without unregistering: every socket is retired.
+func (l *loop) retireAndLeave(v modeView, s step) {
+	if l.sock.cur != nil {
+		l.roll.previous = append(l.roll.previous, l.sock.cur)
+		l.sock.cur = nil
 	}
-	switch {
-	case succ != nil:
-		if l.sock.cur != nil {
-			l.roll.previous = append(l.roll.previous, l.sock.cur)
-			l.sock.cur = nil
-		}
-		l.retirePrevious("instance " + inst + " was confirmed by the kubelet after this one (checked live)")
-		l.decision(decisionRetire, "left without unregistering", "successor", inst, "successorVersion",
-			csiplugin.RollingUpdateVersion(succ.Version), "successorConfirmedAt", succ.ConfirmedAt, "ourConfirmedAt", self.ConfirmedAt)
-	default:
-		for _, ss := range l.roll.previous {
-			ss.stop()
-		}
-		l.roll.previous = nil
-		if l.sock.cur != nil {
-			l.closeSocket("exit")
-		}
-		l.decision(decisionUnregister, "left by unlinking: no instance was confirmed after this one", "otherInstances", len(l.roll.peers))
-		if !l.othersLive() {
-			l.removeLeftovers()
-		}
+	l.retirePrevious(s.reason)
+	l.decision(decisionRetire, "left without unregistering", "successor", s.other, "successorVersion",
+		csiplugin.RollingUpdateVersion(v.successorState.Version), "successorConfirmedAt", v.successorState.ConfirmedAt,
+		"ourConfirmedAt", v.self.ConfirmedAt)
+	l.rollEnd()
+}
+
+// unregisterAndLeave leaves by unlinking: the kubelet unregisters the
+// driver; the last instance on the node also removes what dead instances
+// left.
+func (l *loop) unregisterAndLeave(s step) {
+	for _, ss := range l.roll.previous {
+		ss.stop()
 	}
+	l.roll.previous = nil
+	if l.sock.cur != nil {
+		l.closeSocket("exit")
+	}
+	l.decision(decisionUnregister, "left by unlinking: "+s.reason, "otherInstances", len(l.roll.peers))
+	if s.cleanup {
+		l.removeLeftovers()
+	}
+	l.rollEnd()
+}
+
+// rollEnd ends the mode's watches and files once the instance left.
+func (l *loop) rollEnd() {
+	self, _ := l.roll.self.get()
 	os.Remove(filepath.Join(l.roll.dir, csiplugin.BirthFileName(l.driver.name, self.Instance)))
 	l.roll.stop()
 	l.roll.settle.stop()
 	l.roll.discover.stop()
+	l.roll.leaveBy.stop()
 	go func() { // unblock watches that are sending
 		for range l.roll.events {
 		}
 	}()
 	l.roll.watches.Wait()
 	close(l.roll.events)
+	l.roll.left = true
 }
 
-// successorMayCome reports whether an instance may yet be confirmed after
-// this leaving one: another may hold the registration, or none is known at
-// all (alone: a deleted pod's replacement may be starting).
-func (l *loop) successorMayCome() bool { return len(l.roll.peers) == 0 || l.othersMayHold() }
-
-// othersMayHold reports whether another instance may yet take the
-// registration: one that is eligible, or one that has not answered yet (a
-// pod that is starting; a dead instance's socket stops counting once its
-// watch gives up, after firstStateWait).
-func (l *loop) othersMayHold() bool {
-	return l.othersEligible() || !l.allKnown()
-}
-
-// onExitNotify records the kubelet's verdict on the current announcement
-// while this instance leaves: a registration the kubelet finished now is
-// published (Confirmed, ConfirmedAt), so that a newer instance confirmed
-// before it takes the registration back, and this instance then sees that
-// successor. It never announces again.
-func (l *loop) onExitNotify() {
-	n, last := l.sock.cur.server.snapshot()
-	l.sock.getInfos = n
-	if last == nil || last == l.sock.handled {
-		return
-	}
-	l.sock.handled = last
-	if !last.PluginRegistered {
-		return // not registered: the socket is unlinked at exit, which is safe
-	}
-	now := l.r.clock.Now().UnixMilli()
-	self := l.roll.self.update(func(st *InstanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
-	l.decision(decisionConfirmed, "kubelet confirmed the announcement of this instance, which is leaving", "version", csiplugin.RollingUpdateVersion(self.Version))
-}
-
-// onExitFileEvent watches an instance whose socket appears while this one
-// leaves.
-func (l *loop) onExitFileEvent(ev fsnotify.Event) {
-	name := filepath.Clean(ev.Name)
-	if filepath.Dir(name) != l.roll.dir || !ev.Has(fsnotify.Create) {
-		return
-	}
-	inst, v, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, filepath.Base(name))
-	if self, _ := l.roll.self.get(); ok && inst != self.Instance {
-		l.watchInstance(inst, name, v)
-	}
-}
-
-// drainPeerEvents applies the peer events already sent.
+// drainPeerEvents applies the peer events already sent, until the
+// instance left.
 func (l *loop) drainPeerEvents() {
-	for {
+	for !l.roll.left {
 		select {
 		case ev := <-l.roll.events:
 			l.onPeerEvent(ev)
@@ -616,10 +596,10 @@ func (l *loop) drainPeerEvents() {
 }
 
 // confirmedSuccessor returns an instance the kubelet confirmed after self,
-// checked live now: its socket answers with that state.
-func (l *loop) confirmedSuccessor(self InstanceState) (string, *InstanceState) {
+// checked live now (its socket answers with that state), and that state.
+func (l *loop) confirmedSuccessor(self InstanceState) (string, InstanceState) {
 	for inst, p := range l.roll.peers {
-		if !p.eligible() || !p.st.Confirmed || p.st.ConfirmedAt <= self.ConfirmedAt {
+		if !(peerState{st: p.st, known: p.known}).eligible() || !p.st.Confirmed || p.st.ConfirmedAt <= self.ConfirmedAt {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), liveCheckTimeout)
@@ -630,20 +610,10 @@ func (l *loop) confirmedSuccessor(self InstanceState) (string, *InstanceState) {
 			continue
 		}
 		if st.Confirmed && !st.Failed && !st.Terminating && st.ConfirmedAt > self.ConfirmedAt {
-			return inst, &st
+			return inst, st
 		}
 	}
-	return "", nil
-}
-
-// othersLive reports whether another instance that is not ending answers.
-func (l *loop) othersLive() bool {
-	for _, p := range l.roll.peers {
-		if p.known && !p.st.Terminating {
-			return true
-		}
-	}
-	return false
+	return "", InstanceState{}
 }
 
 // removeLeftovers removes the announcement sockets of dead instances

@@ -1,6 +1,9 @@
 package registrar
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Two confirmations in the same millisecond (a restarted kubelet registers
 // every socket concurrently) leave either endpoint stored: the newer
@@ -21,5 +24,16 @@ func TestMayBeConfirmedAfter(t *testing.T) {
 		if got != c.want {
 			t.Errorf("mayBeConfirmedAfter(other confirmed at %d, self at %d) = %v, want %v", c.other, c.self, got, c.want)
 		}
+	}
+}
+
+// The node's boot time, read from /proc/stat, is a time in the past.
+func TestReadBootTime(t *testing.T) {
+	boot, err := readBootTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now := time.Now(); !boot.Before(now) || boot.Year() < 2000 {
+		t.Errorf("boot time %s: want a time before now (%s) and after 2000", boot, now)
 	}
 }

@@ -40,15 +40,12 @@ func (l *loop) await(a awaiting, d time.Duration) {
 func (l *loop) create(reason string) {
 	l.alarms.retryAt.stop()
 	l.await(awaitNothing, 0)
-	version := plainVersion
-	var ho *handoverServer
-	if l.roll != nil {
-		l.nextAnnouncement()
-		self, _ := l.roll.self.get()
-		version, ho = csiplugin.RollingUpdateVersion(self.Version), l.roll.self
-		l.r.status.update(func(st *Status) { st.SocketPath = l.sock.path })
-	} else if l.sock.cur != nil {
-		l.closeSocket(reason)
+	version, ho, mode := l.roll.announcement()
+	if !mode {
+		version = plainVersion
+		if l.sock.cur != nil {
+			l.closeSocket(reason)
+		}
 	}
 	sock, err := sockfile.Listen(l.sock.path)
 	if err != nil {
@@ -62,7 +59,7 @@ func (l *loop) create(reason string) {
 		onGetInfo: func() { l.r.metrics.addGetInfo(); l.log.Debug("GetInfo from the kubelet") },
 		onNotify:  func(st *registerapi.RegistrationStatus) { l.r.metrics.addNotification(st.PluginRegistered) },
 	}
-	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout)
+	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout, l.r.clock)
 	// The directory may be a new one (it went missing): watch it again. For
 	// the same directory this only refreshes the watch.
 	if err := l.watcher.Add(filepath.Dir(l.sock.path)); err != nil {
@@ -71,7 +68,7 @@ func (l *loop) create(reason string) {
 	l.sock.getInfos, l.sock.handled = 0, nil
 	l.r.metrics.addSocketCreation(reason)
 	l.await(awaitGetInfo, l.r.opts.KubeletWait)
-	if l.roll != nil {
+	if mode {
 		l.decision(decisionAnnounce, "registration socket created", "reason", reason, "outcome", "serving", "path", l.sock.path, "version", version)
 	} else {
 		l.log.Info("registration socket created", "reason", reason, "outcome", "serving")
@@ -113,7 +110,7 @@ func (l *loop) onRegistrationSignal() {
 // GetInfo on a rejected socket before our own re-creation is a kubelet that
 // retries by itself.
 func (l *loop) onGetInfo() {
-	if l.roll == nil && l.stage == StageRejected && l.alarms.retryAt.armed() && l.sock.reason == reasonRejected {
+	if l.stage == StageRejected && l.alarms.retryAt.armed() && l.sock.reason == reasonRejected {
 		l.alarms.retryAt.stop()
 		l.inferKubeletRetry(KubeletRetryItself)
 	}
@@ -125,8 +122,7 @@ func (l *loop) onGetInfo() {
 
 // onNotify acts on the kubelet's verdict.
 func (l *loop) onNotify(st *registerapi.RegistrationStatus) {
-	if l.roll != nil {
-		l.rollNotify(st.PluginRegistered, st.Error)
+	if l.roll.onNotify(st.PluginRegistered, st.Error) {
 		return
 	}
 	if st.PluginRegistered {
@@ -178,10 +174,7 @@ func (l *loop) inferKubeletRetry(k KubeletRetry) {
 // onRetryDue re-creates the socket. After a rejection, that no GetInfo came
 // first means a kubelet that does not retry by itself.
 func (l *loop) onRetryDue() {
-	if l.roll != nil {
-		// A new socket, in the mode, is a new announcement.
-		l.wantTakeBack("retry after " + l.sock.reason)
-		l.decide()
+	if l.roll.onRetryDue() {
 		return
 	}
 	if l.sock.reason == reasonRejected {
@@ -221,11 +214,8 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 		return
 	}
 	if l.sock.cur == nil {
-		// The path was freed: try now. Not in the rolling-update mode,
-		// where each announcement has a fresh path and the Remove is that
-		// of our own withdrawn announcement: creating at once would skip
-		// the backoff after a rejection (one rejection per kubelet round).
-		if l.roll == nil && ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
+		// The path was freed: try now (not in the rolling-update mode).
+		if l.roll.reusesFreedPath() && ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
 			l.create(l.sock.reason)
 		}
 		return
@@ -240,13 +230,7 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 // once. Replaced: leave the other file alone and retry with backoff.
 func (l *loop) socketLost() {
 	if _, err := os.Lstat(l.sock.path); errors.Is(err, fs.ErrNotExist) {
-		if l.roll != nil {
-			// The kubelet unregisters the driver: announce once it has.
-			l.log.Warn("registration socket was deleted; announcing again once the kubelet has unregistered it", "outcome", "recreating")
-			l.closeSocket(reasonDeleted)
-			l.roll.settle.set(kubeletSettle)
-			l.wantTakeBack("our socket " + filepath.Base(l.sock.path) + " was deleted")
-			l.decide()
+		if l.roll.onSocketDeleted() {
 			return
 		}
 		l.log.Warn("registration socket was deleted; re-creating it", "outcome", "recreating")
@@ -260,6 +244,15 @@ func (l *loop) socketLost() {
 	d := l.scheduleRetry(string(kind))
 	l.log.Error("registration socket replaced by another file; not touching it", "outcome", string(kind), "err", occupied, "retryIn", d)
 	l.publish(stage, fmt.Sprintf("%s was replaced by another process's file", l.sock.path))
+}
+
+// onDirEvent: a file event in the registration directory that is not
+// about our current socket.
+func (l *loop) onDirEvent(name string, ev fsnotify.Event) {
+	if l.roll.onDirEvent(name, ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove)) || !ev.Has(fsnotify.Remove) {
+		return
+	}
+	l.onOtherSocketRemoved(name)
 }
 
 // onOtherSocketRemoved: without the mode, a socket of the rolling-update

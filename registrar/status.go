@@ -130,8 +130,9 @@ func (s Status) String() string {
 
 // statusBox holds the current Status for readers on other goroutines.
 type statusBox struct {
-	mu sync.Mutex
-	st Status
+	mu      sync.Mutex
+	st      Status
+	changed chan struct{} // closed and replaced at each update; nil until watched
 }
 
 func (b *statusBox) get() Status {
@@ -144,5 +145,19 @@ func (b *statusBox) update(f func(*Status)) Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f(&b.st)
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
 	return b.st
+}
+
+// watch returns the Status and a channel closed at its next update.
+func (b *statusBox) watch() (Status, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.changed == nil {
+		b.changed = make(chan struct{})
+	}
+	return b.st, b.changed
 }

@@ -1,0 +1,102 @@
+package registrar
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+)
+
+// A node's reboot leaves the mode's last announcement sockets on disk, dead.
+// The kubelet, which walks plugins_registry when it starts, adds each to its
+// desired state and dials it; a socket removed through a hidden name (the
+// plugin watcher ignores renames) would stay there, redialed every ~2 min
+// until the kubelet restarts. But no kubelet running now can hold such a
+// socket in its actual state: the plugin manager adds a socket to its
+// actual state only after that socket answered GetInfo
+// (pkg/kubelet/pluginmanager/operationexecutor/operation_generator.go,
+// GenerateRegisterPluginFunc: GetInfo, ValidatePlugin, then AddPlugin), and
+// a socket made before the boot has had no listener since; and it calls
+// DeRegisterPlugin only for sockets in its actual state
+// (reconciler/reconciler.go, reconcile). So an unlink by name only takes
+// the path out of the desired state: the driver stays registered.
+
+// readBootTime returns when the node booted: btime in /proc/stat (whole
+// seconds, the kernel's real-time clock minus the time since boot).
+func readBootTime() (time.Time, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			secs, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("/proc/stat: btime %q: %w", strings.TrimSpace(v), err)
+			}
+			return time.Unix(secs, 0), nil
+		}
+	}
+	return time.Time{}, errors.New("/proc/stat has no btime line")
+}
+
+// madeBeforeBoot reports whether path is a socket whose inode last changed
+// (ctime, and mtime) before boot.
+func madeBeforeBoot(path string, boot time.Time) bool {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return false
+	}
+	return time.Unix(st.Ctim.Unix()).Before(boot) && time.Unix(st.Mtim.Unix()).Before(boot)
+}
+
+// refused reports whether connecting to the socket at path is refused:
+// nobody listens on it.
+func refused(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// removePreBoot unlinks, by name, every announcement socket of the driver
+// (any instance's) that was made before the node booted and that nobody
+// serves. Both conditions are checked: a clock stepped forward after the
+// boot (a node without a real-time clock) could make a socket made since
+// the boot look older than the boot, and such a socket, if dead, may be in
+// the kubelet's actual state; a live one never goes.
+func (l *loop) removePreBoot() {
+	boot, err := l.r.bootTime()
+	if err != nil {
+		l.log.Warn("cannot read when the node booted; dead sockets are removed through hidden names only", "err", err)
+		return
+	}
+	entries, err := os.ReadDir(l.roll.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if _, _, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, e.Name()); !ok {
+			continue
+		}
+		path := filepath.Join(l.roll.dir, e.Name())
+		if !madeBeforeBoot(path, boot) || !refused(path) {
+			continue
+		}
+		if err := os.Remove(path); err == nil {
+			l.log.Info("removed by name a dead socket made before the node booted: no kubelet running now registered it",
+				"removed", e.Name(), "bootTime", boot.UTC().Format(time.RFC3339))
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package registrar
+
+import (
+	"slices"
+	"strings"
+)
+
+// The rolling-update mode's decisions, in one place: a view of the
+// instances of the driver on the node (this one and its peers), an event,
+// and nextStep, a pure function from the two to the step the loop carries
+// out, with the reason as evidence. The loop (rolling.go) only gathers
+// events into the view, calls nextStep, and carries the step out. The
+// table in rollmodel_test.go runs nextStep row by row and is the mode's
+// table in docs/design.md.
+
+// modeView is what the mode knows when it decides.
+type modeView struct {
+	self  InstanceState        // this instance (its latest announcement's version and verdict)
+	peers map[string]peerState // the other instances watched, by instance
+	// socket: an announcement of this instance is served.
+	socket bool
+	// standingBy: the loop's stage is StageStandingBy.
+	standingBy bool
+	// discovering: at start, the first states of the instances found on
+	// the node are still awaited (discoveryWait).
+	discovering bool
+	// settling: the kubelet's deregistration after a Remove by name or a
+	// failed registration is awaited (kubeletSettle).
+	settling bool
+	// retrying: a re-creation of the announcement is scheduled (a backoff).
+	retrying bool
+	// takeBack is why the last announcement on the node must again be this
+	// instance's ("" none): kept until it can be done.
+	takeBack string
+	// removedOnly: the pending take-back is only for these sockets'
+	// removals by name (nil: not only); unasked: sockets of other instances
+	// that they unlinked by name because the kubelet never asked them
+	// (their Withdrawn). A Remove of such a socket changes nothing for the
+	// kubelet: no settle, no take-back.
+	removedOnly []string
+	unasked     map[string]bool
+	// Leaving only: successor is an instance the kubelet confirmed after
+	// this one, checked live just now ("" none); waitOver: successorWait
+	// has passed.
+	successor      string
+	successorState InstanceState // as the live check answered
+	waitOver       bool
+}
+
+// peerState is another instance as its handover stream told it.
+type peerState struct {
+	st    InstanceState
+	known bool // a state arrived
+}
+
+// eligible reports whether the peer may hold the registration.
+func (p peerState) eligible() bool { return p.known && !p.st.Terminating && !p.st.Failed }
+
+// modeEventKind is what happened.
+type modeEventKind int
+
+const (
+	evBegin             modeEventKind = iota // the driver answered: the mode starts (peers found are watched)
+	evPeerState                              // a peer told its state (other, old → st)
+	evPeerGone                               // a peer's stream ended (other; known: it had told a state)
+	evPeerMoved                              // a peer's stream ended and a later socket of it is watched now
+	evSocketRemoved                          // another instance's announcement socket was unlinked by name
+	evPlainRemoved                           // the driver's socket of a registrar without the mode was unlinked
+	evOwnRemoved                             // our announcement socket was deleted by someone else
+	evRetryDue                               // a scheduled re-creation is due (reason)
+	evSettled                                // kubeletSettle passed
+	evDiscovered                             // discoveryWait passed, or every peer told its state
+	evConfirmed                              // the kubelet confirmed our latest announcement (self updated)
+	evRejected                               // the kubelet rejected it (validation: in ValidatePlugin)
+	evLeave                                  // this instance ends (ctx ended); self is terminating
+	evSuccessorWaitOver                      // leaving: successorWait passed
+)
+
+var eventNames = map[modeEventKind]string{
+	evBegin: "begin", evPeerState: "peer state", evPeerGone: "peer gone", evPeerMoved: "peer moved",
+	evSocketRemoved: "socket removed", evPlainRemoved: "plain socket removed", evOwnRemoved: "own socket removed",
+	evRetryDue: "retry due", evSettled: "settled", evDiscovered: "discovered", evConfirmed: "confirmed",
+	evRejected: "rejected", evLeave: "leave", evSuccessorWaitOver: "successor wait over",
+}
+
+func (k modeEventKind) String() string { return eventNames[k] }
+
+// modeEvent is one event with what the mode needs of it.
+type modeEvent struct {
+	kind    modeEventKind
+	other   string        // the peer, or the socket's name (evSocketRemoved, evPlainRemoved, evOwnRemoved)
+	old, st InstanceState // evPeerState: the peer's state before and now
+	known   bool          // evPeerGone: it had told a state
+	// evRetryDue: why the re-creation was scheduled; evRejected: the
+	// kubelet's error.
+	detail     string
+	validation bool // evRejected: in ValidatePlugin (not a registration)
+}
+
+// stepKind is what the loop does.
+type stepKind int
+
+const (
+	stepNothing            stepKind = iota // no change for the kubelet
+	stepAnnounce                           // the first announcement of this instance
+	stepTakeBack                           // announce again: the last announcement must be this instance's
+	stepResume                             // standing by, and no newer instance remains: announce again
+	stepStandBy                            // a newer instance holds or takes the registration
+	stepRegistered                         // confirmed: earlier announcements retired, registered
+	stepWithdraw                           // unlink the rejected announcement; announce again after a backoff
+	stepWithdrawNoRetry                    // unlink the rejected announcement; another instance takes it back
+	stepWait                               // announce when an alarm fires (settle, retry, discovery)
+	stepWaitSuccessor                      // leaving: wait for an instance confirmed after this one
+	stepRetireAndLeave                     // leave without unregistering: retire every socket
+	stepUnregisterAndLeave                 // leave by unlinking: the kubelet unregisters the driver
+)
+
+var stepNames = map[stepKind]string{
+	stepNothing: "nothing", stepAnnounce: "announce", stepTakeBack: "take back", stepResume: "announce (resume)",
+	stepStandBy: "stand by", stepRegistered: "registered", stepWithdraw: "withdraw, retry after backoff",
+	stepWithdrawNoRetry: "withdraw, no retry", stepWait: "wait", stepWaitSuccessor: "wait for a successor",
+	stepRetireAndLeave: "retire all and leave", stepUnregisterAndLeave: "unregister and leave",
+}
+
+func (k stepKind) String() string { return stepNames[k] }
+
+// step is nextStep's answer.
+type step struct {
+	kind   stepKind
+	reason string // the evidence, logged with the step
+	other  string // the instance the step is about, if any
+	// takeBack is the take-back still wanted after the step ("" none), and
+	// removedOnly the removals it is only for (nil: not only).
+	takeBack    string
+	removedOnly []string
+	// settle: arm kubeletSettle first (the kubelet unregisters the driver).
+	settle bool
+	// retirePrevious: retire the earlier announcements of this instance
+	// (its latest is confirmed).
+	retirePrevious bool
+	// failed: publish that the kubelet failed our announcement before it
+	// goes, so that the others see a failure, not a departure.
+	failed bool
+	// cleanup: leaving last: remove what dead instances left.
+	cleanup bool
+}
+
+// String is the step as the table in docs/design.md shows it.
+func (s step) String() string {
+	var parts []string
+	if s.settle {
+		parts = append(parts, "arm the settle alarm")
+	}
+	if s.retirePrevious {
+		parts = append(parts, "retire previous")
+	}
+	if s.failed {
+		parts = append(parts, "publish failed")
+	}
+	parts = append(parts, s.kind.String())
+	if s.cleanup {
+		parts = append(parts, "remove dead instances' files")
+	}
+	if s.takeBack != "" && s.kind != stepTakeBack {
+		parts = append(parts, "take-back pending")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// nextStep is the mode's one decision: from what it knows and what
+// happened, the next step.
+func nextStep(v modeView, ev modeEvent) step {
+	if v.self.Terminating || ev.kind == evLeave {
+		return leavingStep(v)
+	}
+	var s step // what the event asks for before the common rule
+	s.takeBack, s.removedOnly = v.takeBack, v.removedOnly
+	before := s.takeBack
+	switch ev.kind {
+	case evPeerGone:
+		if ev.known {
+			s.takeBack = "instance " + ev.other + " left"
+		}
+	case evPeerState:
+		switch old, st := ev.old, ev.st; {
+		case st.Failed && !old.Failed:
+			// The CSI handler unregistered the driver: let that pass first.
+			s.settle, s.takeBack = true, "instance "+ev.other+" failed"
+		case st.Terminating && !old.Terminating && st.NewerThan(v.self):
+			// It will leave; be confirmed after it, so that it can leave
+			// without unregistering the driver.
+			s.takeBack = "newer instance " + ev.other + " is terminating"
+		case v.self.Version > 0 && st.ConfirmedAt != old.ConfirmedAt && mayBeConfirmedAfter(st, v.self) &&
+			(!st.NewerThan(v.self) || st.Terminating):
+			// The kubelet registered an instance that should not hold the
+			// registration (an older one, or one that is leaving) after this one.
+			s.takeBack = "the kubelet confirmed instance " + ev.other + " (older, or leaving) after this one"
+		}
+	case evSocketRemoved:
+		if v.unasked[ev.other] {
+			s.reason = "socket " + ev.other + " was never asked by the kubelet: its removal changes nothing for it"
+			return s
+		}
+		// Unlinked by name: the kubelet unregisters the driver.
+		var only []string // nil when a take-back for another cause is pending
+		if v.takeBack == "" || v.removedOnly != nil {
+			only = append(slices.Clone(v.removedOnly), ev.other)
+		}
+		s.settle, s.takeBack = true, "socket "+ev.other+" of another instance was removed"
+		v.takeBack, v.removedOnly, v.settling = s.takeBack, only, true
+		d := decide(v)
+		d.settle = true
+		return d
+	case evPlainRemoved:
+		s.settle, s.takeBack = true, "socket "+ev.other+" (a registrar without the rolling-update mode) was removed"
+	case evOwnRemoved:
+		s.settle, s.takeBack = true, "our socket "+ev.other+" was deleted"
+	case evRetryDue:
+		// A new socket, in the mode, is a new announcement.
+		s.takeBack = "retry after " + ev.detail
+	case evConfirmed:
+		s.retirePrevious = true
+		if inst, _ := newerPeer(v); inst == "" {
+			s.kind, s.reason = stepRegistered, "kubelet confirmed the announcement"
+			return s
+		}
+		// The kubelet re-registered this older instance (it restarted):
+		// the newer one takes back.
+	case evRejected:
+		s.kind = stepWithdraw
+		s.reason = "kubelet rejected the announcement; unlinking it, which the kubelet does not count as registered"
+		if !ev.validation {
+			s.failed = true
+			if othersEligible(v) {
+				s.kind = stepWithdrawNoRetry
+			}
+		}
+		return s
+	}
+	if s.takeBack != before {
+		s.removedOnly = nil // a take-back for another cause than a removal
+	}
+	v.takeBack, v.removedOnly = s.takeBack, s.removedOnly
+	v.settling = v.settling || s.settle
+	d := decide(v)
+	d.settle, d.retirePrevious = s.settle, s.retirePrevious
+	return d
+}
+
+// decide is the rule after every event: whether this instance announces now.
+func decide(v modeView) step {
+	if v.takeBack != "" && v.removedOnly != nil && allUnasked(v) {
+		// Every removal the take-back was for turned out to be of a socket
+		// the kubelet never asked: nothing to take back.
+		v.takeBack, v.removedOnly = "", nil
+	}
+	s := step{takeBack: v.takeBack, removedOnly: v.removedOnly}
+	if v.discovering {
+		s.kind, s.reason = stepWait, "the first states of the instances found on the node are awaited"
+		return s
+	}
+	if inst, _ := newerPeer(v); inst != "" {
+		s.takeBack, s.removedOnly, s.other = "", nil, inst
+		if v.standingBy {
+			s.reason = "already standing by"
+			return s
+		}
+		s.kind, s.reason = stepStandBy, "a newer instance holds or takes the registration"
+		return s
+	}
+	if v.self.Failed && othersEligible(v) {
+		s.reason = "the kubelet failed ours while another holds it: no cycle of registrations"
+		return s
+	}
+	if v.settling {
+		s.kind, s.reason = stepWait, "the kubelet's deregistration must pass first (settle alarm)"
+		return s
+	}
+	if v.retrying && !v.socket {
+		s.kind, s.reason = stepWait, "a re-creation is scheduled (backoff)"
+		return s
+	}
+	switch {
+	case v.takeBack != "":
+		s.kind, s.reason = stepTakeBack, v.takeBack
+	case !v.socket:
+		s.kind, s.reason = stepAnnounce, "no announcement yet, and no newer instance"
+	case v.standingBy:
+		s.kind, s.reason = stepResume, "the newer instance left; waiting for the kubelet"
+	default:
+		s.reason = "this instance's announcement stands"
+	}
+	return s
+}
+
+// leavingStep is the rule while this instance leaves: retire every socket
+// if another instance was confirmed after this one (checked live), else
+// wait for one while one may come (successorWait), else unregister.
+func leavingStep(v modeView) step {
+	switch {
+	case v.successor != "":
+		return step{kind: stepRetireAndLeave, other: v.successor,
+			reason: "instance " + v.successor + " was confirmed by the kubelet after this one (checked live)"}
+	case !v.waitOver && successorMayCome(v):
+		// Alone, this instance cannot tell a deleted pod, whose
+		// replacement the DaemonSet controller starts at once (maxSurge),
+		// from an uninstall: it waits as long for an instance to appear.
+		return step{kind: stepWaitSuccessor, reason: "another instance may yet be confirmed after this one"}
+	}
+	return step{kind: stepUnregisterAndLeave, cleanup: !othersLive(v),
+		reason: "no instance was confirmed after this one"}
+}
+
+// allUnasked reports whether every removal the pending take-back is for
+// was of a socket the kubelet never asked.
+func allUnasked(v modeView) bool {
+	for _, name := range v.removedOnly {
+		if !v.unasked[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// newerPeer returns the newest eligible instance newer than self, if any.
+func newerPeer(v modeView) (string, peerState) {
+	var inst string
+	var best peerState
+	for i, p := range v.peers {
+		if p.eligible() && p.st.NewerThan(v.self) && (inst == "" || p.st.NewerThan(best.st)) {
+			inst, best = i, p
+		}
+	}
+	return inst, best
+}
+
+// othersEligible reports whether another instance may hold the registration.
+func othersEligible(v modeView) bool {
+	for _, p := range v.peers {
+		if p.eligible() {
+			return true
+		}
+	}
+	return false
+}
+
+// successorMayCome reports whether an instance may yet be confirmed after
+// this leaving one: another may hold the registration, or has not answered
+// yet (a pod that is starting; a dead instance's socket stops counting once
+// its watch gives up, after firstStateWait), or none is known at all
+// (alone: a deleted pod's replacement may be starting).
+func successorMayCome(v modeView) bool {
+	if len(v.peers) == 0 || othersEligible(v) {
+		return true
+	}
+	for _, p := range v.peers {
+		if !p.known {
+			return true
+		}
+	}
+	return false
+}
+
+// othersLive reports whether another instance that is not ending answers.
+func othersLive(v modeView) bool {
+	for _, p := range v.peers {
+		if p.known && !p.st.Terminating {
+			return true
+		}
+	}
+	return false
+}
+
+// mayBeConfirmedAfter reports whether the kubelet may have acted on o's
+// latest confirmed announcement after self's: o's confirmation is not
+// strictly earlier. ConfirmedAt has millisecond resolution, and a kubelet
+// that restarts registers every socket concurrently: two confirmations in
+// the same millisecond are common, and either endpoint may be the one the
+// CSI handler stored. The newer instance then announces again: one more
+// registration, never a wrong endpoint.
+func mayBeConfirmedAfter(o, self InstanceState) bool {
+	return o.ConfirmedAt > 0 && o.ConfirmedAt >= self.ConfirmedAt
+}
