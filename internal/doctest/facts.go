@@ -254,8 +254,18 @@ func CompareList(where, what string, doc, code []string, source string) error {
 // CheckMetricRefs returns an error naming each csi_registrar_* name the text
 // mentions that is not one of the code's, or nil.
 func CheckMetricRefs(where, text string, code []string, source string) error {
+	return checkRefs(where, "metric", MetricRefs(text), code, source)
+}
+
+// CheckCaseRefs returns an error naming each case name the text names as a
+// code span that is not one of the code's, or nil.
+func CheckCaseRefs(where, text string, code []string, source string) error {
+	return checkRefs(where, "case", CaseRefs(text), code, source)
+}
+
+func checkRefs(where, what string, refs, code []string, source string) error {
 	var unknown []string
-	for _, r := range MetricRefs(text) {
+	for _, r := range refs {
 		if !slices.Contains(code, r) {
 			unknown = append(unknown, r)
 		}
@@ -263,8 +273,8 @@ func CheckMetricRefs(where, text string, code []string, source string) error {
 	if len(unknown) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: %s: no such metric in %s (it has %s): name one of those, or add the metric",
-		where, strings.Join(unknown, ", "), source, strings.Join(code, ", "))
+	return fmt.Errorf("%s: %s: no such %s in %s (it has %s): name one of those, or add the %s",
+		where, strings.Join(unknown, ", "), what, source, strings.Join(code, ", "), what)
 }
 
 // stringLit returns the value of a string literal expression.
@@ -275,4 +285,54 @@ func stringLit(e ast.Expr) (string, bool) {
 	}
 	s, err := strconv.Unquote(l.Value)
 	return s, err == nil
+}
+
+// caseName is the name of a numbered case: a case of verify
+// (internal/drivercases) or a subtest of the e2e suite ("4_registration_socket_removed").
+var caseName = regexp.MustCompile(`^[1-9]_[a-z]+(?:_[a-z]+)*$`)
+
+// CaseNames returns the string literals of the form of a case name in the Go
+// files (tests included) of the directories, sorted.
+func CaseNames(dirs ...string) ([]string, error) {
+	var names []string
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+			if err != nil {
+				return nil, err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if e, ok := n.(ast.Expr); ok {
+					if s, ok := stringLit(e); ok && caseName.MatchString(s) {
+						names = append(names, s)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s: no string of the form of a case name (1_deployed)", strings.Join(dirs, ", "))
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// CaseRefs returns the case names the text names as code spans, in order of
+// first mention. Lines are read one by one (a case name has no space, so its
+// span is on one line; and a fence's backticks do not pair with a span's).
+func CaseRefs(text string) []string {
+	var refs []string
+	for _, line := range strings.Split(text, "\n") {
+		for _, m := range spanText.FindAllStringSubmatch(line, -1) {
+			if caseName.MatchString(m[1]) && !slices.Contains(refs, m[1]) {
+				refs = append(refs, m[1])
+			}
+		}
+	}
+	return refs
 }

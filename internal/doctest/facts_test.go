@@ -16,6 +16,7 @@ const (
 	stagesSource  = "registrar/status.go"
 	e2eDir        = "kind/e2e"
 	e2eTag        = "e2e"
+	casesDir      = "internal/drivercases"
 )
 
 // stageLists are the files with a complete list of the /readyz stages,
@@ -92,6 +93,28 @@ func TestDocsE2ETests(t *testing.T) {
 	}
 }
 
+// TestDocsCaseNames: every case named as a code span in a Markdown file of
+// the tree (`6_rollout`) is a case of verify (internal/drivercases) or of
+// the e2e suite (kind/e2e).
+func TestDocsCaseNames(t *testing.T) {
+	code, err := doctest.CaseNames(filepath.Join(root, casesDir), filepath.Join(root, e2eDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, file := range markdownFiles(t) {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(doctest.CaseRefs(string(b)))
+		if err := doctest.CheckCaseRefs(file, string(b), code, casesDir+" and "+e2eDir); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("%d case names in Markdown files checked against %s", n, strings.Join(code, ", "))
+}
+
 // TestFactsCaught: each check fails on a wrong list, and passes on the right
 // one, on sources and pages written here.
 func TestFactsCaught(t *testing.T) {
@@ -106,6 +129,7 @@ func TestFactsCaught(t *testing.T) {
 		"tests.md":          "(<!-- e2e-tests -->`TestOne`, `TestTwo`<!-- /e2e-tests -->)\n",
 		"tests-wrong.md":    "(<!-- e2e-tests -->`TestOne`, `TestGone`<!-- /e2e-tests -->)\n",
 		"open.md":           "<!-- e2e-tests -->`TestOne`\n",
+		"cases/run.go":      "package c\n\nconst (\n\tCaseDeployed = \"1_deployed\"\n\tCaseRollout = \"6_rollout\"\n)\n\nvar other = \"not_a_case\"\n",
 	})
 	p := func(name string) string { return filepath.Join(dir, name) }
 
@@ -168,6 +192,23 @@ func TestFactsCaught(t *testing.T) {
 	err = doctest.CompareList("tests-wrong.md", "e2e tests", doctest.TestRefs(text), tests, "e2e")
 	if err == nil || !strings.Contains(err.Error(), `names "TestGone"`) || !strings.Contains(err.Error(), `misses "TestTwo"`) {
 		t.Errorf("a list with a test that is gone and one missing: %v, want both named", err)
+	}
+	cases, err := doctest.CaseNames(p("cases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1_deployed", "6_rollout"}; !slices.Equal(cases, want) {
+		t.Errorf("CaseNames = %q, want %q", cases, want)
+	}
+	if refs, want := doctest.CaseRefs("CI runs `6_rollout` and `6_rejection`, not 7_plain"), []string{"6_rollout", "6_rejection"}; !slices.Equal(refs, want) {
+		t.Errorf("CaseRefs = %q, want %q (code spans only)", refs, want)
+	}
+	if err := doctest.CheckCaseRefs("ok.md", "`1_deployed`, then `6_rollout`", cases, "cases"); err != nil {
+		t.Errorf("right names: %v", err)
+	}
+	err = doctest.CheckCaseRefs("wrong.md", "CI runs `6_rollout` and `6_rejection`", cases, "cases")
+	if err == nil || !strings.Contains(err.Error(), "6_rejection: no such case") {
+		t.Errorf("a case that does not exist: %v, want it named", err)
 	}
 	if _, _, err := doctest.Section(p("open.md"), "e2e-tests"); err == nil || !strings.Contains(err.Error(), "without <!-- /e2e-tests -->") {
 		t.Errorf("an unclosed section: %v, want it named", err)
