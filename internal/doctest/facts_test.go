@@ -1,0 +1,219 @@
+package doctest_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/csi-registrar/csi-registrar/internal/doctest"
+)
+
+// The code the documentation's lists are compared with, relative to the root.
+const (
+	metricsSource = "registrar/metrics.go"
+	stagesSource  = "registrar/status.go"
+	e2eDir        = "kind/e2e"
+	e2eTag        = "e2e"
+	casesDir      = "internal/drivercases"
+)
+
+// stageLists are the files with a complete list of the /readyz stages,
+// between <!-- readyz-stages --> markers.
+var stageLists = []string{"docs/operating.md", "docs/troubleshooting.md"}
+
+// TestDocsMetrics: every csi_registrar_* name in a Markdown file of the tree
+// is a metric registrar/metrics.go defines, and docs/operating.md (the
+// reference of the metrics) names every one of them.
+func TestDocsMetrics(t *testing.T) {
+	code, err := doctest.MetricNames(filepath.Join(root, metricsSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s defines %s", metricsSource, strings.Join(code, ", "))
+	n := 0
+	for _, file := range markdownFiles(t) {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(doctest.MetricRefs(string(b)))
+		if err := doctest.CheckMetricRefs(file, string(b), code, metricsSource); err != nil {
+			t.Error(err)
+		}
+		if file == "docs/operating.md" {
+			refs := doctest.MetricRefs(string(b))
+			for _, c := range code {
+				if !slices.Contains(refs, c) {
+					t.Errorf("docs/operating.md does not name %s, a metric of %s: add it to \"Metrics and alerts\"", c, metricsSource)
+				}
+			}
+		}
+	}
+	t.Logf("%d metric names in Markdown files checked", n)
+}
+
+// TestDocsReadyzStages: each list of the /readyz stages names exactly the
+// strings of registrar.Stage.
+func TestDocsReadyzStages(t *testing.T) {
+	code, err := doctest.StageNames(filepath.Join(root, stagesSource), "Stage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range stageLists {
+		text, line, err := doctest.Section(filepath.Join(root, file), "readyz-stages")
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := doctest.StageRefs(text)
+		t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
+		if err := doctest.CompareList(file, "/readyz stages", doc, code, "registrar.Stage's strings ("+stagesSource+")"); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestDocsE2ETests: docs/development.md's list of the e2e suite's tests names
+// exactly the test functions of kind/e2e built with the e2e tag.
+func TestDocsE2ETests(t *testing.T) {
+	code, err := doctest.TestNames(filepath.Join(root, e2eDir), e2eTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const file = "docs/development.md"
+	text, line, err := doctest.Section(filepath.Join(root, file), "e2e-tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := doctest.TestRefs(text)
+	t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
+	if err := doctest.CompareList(file, "e2e tests", doc, code, "the func Test* of "+e2eDir+" (build tag "+e2eTag+")"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDocsCaseNames: every case named as a code span in a Markdown file of
+// the tree (`6_rollout`) is a case of verify (internal/drivercases) or of
+// the e2e suite (kind/e2e).
+func TestDocsCaseNames(t *testing.T) {
+	code, err := doctest.CaseNames(filepath.Join(root, casesDir), filepath.Join(root, e2eDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, file := range markdownFiles(t) {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(doctest.CaseRefs(string(b)))
+		if err := doctest.CheckCaseRefs(file, string(b), code, casesDir+" and "+e2eDir); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("%d case names in Markdown files checked against %s", n, strings.Join(code, ", "))
+}
+
+// TestFactsCaught: each check fails on a wrong list, and passes on the right
+// one, on sources and pages written here.
+func TestFactsCaught(t *testing.T) {
+	dir := write(t, map[string]string{
+		"metrics.go": "package r\n\nconst (\n\tmetricA = \"csi_registrar_a_total\"\n\tmetricB = \"csi_registrar_b\"\n\tother = \"x\"\n)\n\nvar notConst = \"csi_registrar_c\"\n",
+		"status.go": "package r\n\ntype Stage int\n\nfunc (s Stage) String() string {\n\tswitch s {\n\tcase 0:\n\t\treturn \"waiting for driver\"\n" +
+			"\tcase 1:\n\t\treturn \"standing by\"\n\t}\n\treturn \"unknown\"\n}\n\ntype Other int\n\nfunc (o Other) String() string {\n\tswitch o {\n\tcase 0:\n\t\treturn \"not a stage\"\n\t}\n\treturn \"\"\n}\n",
+		"e2e/a_test.go":     "//go:build e2e\n\npackage e2e\n\nimport \"testing\"\n\nfunc TestMain(m *testing.M) {}\nfunc TestOne(t *testing.T) {}\nfunc TestTwo(t *testing.T) {}\nfunc helper() {}\n",
+		"e2e/bench_test.go": "//go:build bench && !e2e\n\npackage e2e\n\nimport \"testing\"\n\nfunc TestBenchX(t *testing.T) {}\n",
+		"stages.md":         "<!-- readyz-stages -->\n\n| says | meaning |\n|---|---|\n| `waiting for driver: ...` | see `Probe` |\n| `standing by` | x |\n\n<!-- /readyz-stages -->\n",
+		"stages-wrong.md":   "prose: <!-- readyz-stages -->`waiting for driver`, `waiting for kubelet: <what>`, `--kubelet-wait`<!-- /readyz-stages -->\n",
+		"tests.md":          "(<!-- e2e-tests -->`TestOne`, `TestTwo`<!-- /e2e-tests -->)\n",
+		"tests-wrong.md":    "(<!-- e2e-tests -->`TestOne`, `TestGone`<!-- /e2e-tests -->)\n",
+		"open.md":           "<!-- e2e-tests -->`TestOne`\n",
+		"cases/run.go":      "package c\n\nconst (\n\tCaseDeployed = \"1_deployed\"\n\tCaseRollout = \"6_rollout\"\n)\n\nvar other = \"not_a_case\"\n",
+	})
+	p := func(name string) string { return filepath.Join(dir, name) }
+
+	metrics, err := doctest.MetricNames(p("metrics.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"csi_registrar_a_total", "csi_registrar_b"}; !slices.Equal(metrics, want) {
+		t.Errorf("MetricNames = %q, want %q", metrics, want)
+	}
+	if err := doctest.CheckMetricRefs("ok.md", "`csi_registrar_a_total{x}` and csi_registrar_b; the prefix csi_registrar_*", metrics, "metrics.go"); err != nil {
+		t.Errorf("right names: %v", err)
+	}
+	err = doctest.CheckMetricRefs("wrong.md", "`csi_registrar_b` and `csi_registrar_gone_total`", metrics, "metrics.go")
+	if err == nil || !strings.Contains(err.Error(), "csi_registrar_gone_total: no such metric") {
+		t.Errorf("a metric that does not exist: %v, want it named", err)
+	}
+
+	stages, err := doctest.StageNames(p("status.go"), "Stage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"standing by", "waiting for driver"}; !slices.Equal(stages, want) {
+		t.Errorf("StageNames = %q, want %q", stages, want)
+	}
+	text, _, err := doctest.Section(p("stages.md"), "readyz-stages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doctest.CompareList("stages.md", "/readyz stages", doctest.StageRefs(text), stages, "Stage"); err != nil {
+		t.Errorf("right list: %v", err)
+	}
+	text, _, err = doctest.Section(p("stages-wrong.md"), "readyz-stages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = doctest.CompareList("stages-wrong.md", "/readyz stages", doctest.StageRefs(text), stages, "Stage")
+	if err == nil || !strings.Contains(err.Error(), `names "waiting for kubelet", not in Stage`) || !strings.Contains(err.Error(), `misses "standing by"`) {
+		t.Errorf("a list with a stage too many and one missing: %v, want both named", err)
+	}
+
+	tests, err := doctest.TestNames(p("e2e"), "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"TestOne", "TestTwo"}; !slices.Equal(tests, want) {
+		t.Errorf("TestNames = %q, want %q (no TestMain, nothing of the bench tag)", tests, want)
+	}
+	text, _, err = doctest.Section(p("tests.md"), "e2e-tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doctest.CompareList("tests.md", "e2e tests", doctest.TestRefs(text), tests, "e2e"); err != nil {
+		t.Errorf("right list: %v", err)
+	}
+	text, _, err = doctest.Section(p("tests-wrong.md"), "e2e-tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = doctest.CompareList("tests-wrong.md", "e2e tests", doctest.TestRefs(text), tests, "e2e")
+	if err == nil || !strings.Contains(err.Error(), `names "TestGone"`) || !strings.Contains(err.Error(), `misses "TestTwo"`) {
+		t.Errorf("a list with a test that is gone and one missing: %v, want both named", err)
+	}
+	cases, err := doctest.CaseNames(p("cases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1_deployed", "6_rollout"}; !slices.Equal(cases, want) {
+		t.Errorf("CaseNames = %q, want %q", cases, want)
+	}
+	if refs, want := doctest.CaseRefs("CI runs `6_rollout` and `6_rejection`, not 7_plain"), []string{"6_rollout", "6_rejection"}; !slices.Equal(refs, want) {
+		t.Errorf("CaseRefs = %q, want %q (code spans only)", refs, want)
+	}
+	if err := doctest.CheckCaseRefs("ok.md", "`1_deployed`, then `6_rollout`", cases, "cases"); err != nil {
+		t.Errorf("right names: %v", err)
+	}
+	err = doctest.CheckCaseRefs("wrong.md", "CI runs `6_rollout` and `6_rejection`", cases, "cases")
+	if err == nil || !strings.Contains(err.Error(), "6_rejection: no such case") {
+		t.Errorf("a case that does not exist: %v, want it named", err)
+	}
+	if _, _, err := doctest.Section(p("open.md"), "e2e-tests"); err == nil || !strings.Contains(err.Error(), "without <!-- /e2e-tests -->") {
+		t.Errorf("an unclosed section: %v, want it named", err)
+	}
+	if _, _, err := doctest.Section(p("tests.md"), "readyz-stages"); err == nil || !strings.Contains(err.Error(), "no <!-- readyz-stages --> marker") {
+		t.Errorf("a missing section: %v, want it named", err)
+	}
+}
