@@ -94,6 +94,7 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	t := &check{name: name, out: s.opt.Out, parent: ctx}
 	before := s.workloadRestarts(ctx)
 	t.run(f)
+	s.leftAfter(ctx, t)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	r := CaseResult{Case: name, Verdict: "pass", Restarts: map[string]int32{}, Times: t.times, Rollout: t.rollout, Mounts: t.mounts}
@@ -102,6 +103,8 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 		r.Verdict = "skip"
 	case t.failed:
 		r.Verdict = "FAIL"
+	case len(t.notChecked) > 0:
+		r.Verdict = VerdictNotChecked
 	case t.verdict != "":
 		r.Verdict = t.verdict
 	}
@@ -116,6 +119,9 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	}
 	sort.Strings(through)
 	notes := t.notes
+	if len(t.notChecked) > 0 {
+		notes = append(notes, "verify could not check (its own error): "+strings.Join(lastN(t.notChecked, 2), "; "))
+	}
 	if s.notRegisteredAtStart[name] {
 		notes = append(notes, "not registered at the start of the case (as an earlier case left it)")
 	}
@@ -127,7 +133,41 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	r.Note = strings.Join(notes, "; ")
 	s.result.Cases = append(s.result.Cases, r)
 	fmt.Fprintf(s.opt.Out, "--- %s: %s (%.2fs)\n", strings.ToUpper(r.Verdict), name, time.Since(start).Seconds())
-	return r.Verdict == "pass" || r.Verdict == verdictMeasured
+	return r.Verdict == "pass" || r.Verdict == verdictMeasured || r.Verdict == VerdictNotJudged
+}
+
+// leftAfter lists what the driver left on the nodes after case t (volumes
+// of pods that are gone), once each: the case fails with it, the summary
+// lists it with its cleanup.
+func (s *suite) leftAfter(ctx context.Context, t *check) {
+	if s.d == nil || s.d.name == "" {
+		return
+	}
+	nodes := s.allNodes
+	if len(s.opt.Nodes) > 0 {
+		nodes = s.opt.Nodes
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*leftoverGrace)
+	defer cancel()
+	left, err := s.findLeftovers(lctx, nodes)
+	if err != nil {
+		t.couldNotCheck("what the driver left on the nodes: %v", err)
+		return
+	}
+	var fresh []string
+	for _, l := range left {
+		if s.seenLeft[l.Dir] {
+			continue
+		}
+		s.seenLeft[l.Dir] = true
+		l.Case = t.name
+		s.result.Left = append(s.result.Left, l)
+		fresh = append(fresh, l.String())
+	}
+	if len(fresh) > 0 {
+		t.addNote(fmt.Sprintf("left on the node: %d volume(s) (cleanup below the table)", len(fresh)))
+		t.Errorf("left on the node: %d volume(s) of the driver whose pods are gone (the summary lists the cleanup):\n%s", len(fresh), strings.Join(fresh, "\n"))
+	}
 }
 
 // workloadRestarts sums the restartCount of each container name over the

@@ -73,6 +73,8 @@ type suite struct {
 	// notRegisteredAtStart: the cases that found the driver not registered
 	// when they began.
 	notRegisteredAtStart map[string]bool
+	// seenLeft: the leftover volume directories already reported.
+	seenLeft map[string]bool
 }
 
 // driverUnderTest is what the suite learned from the driver's manifests and
@@ -198,7 +200,7 @@ func Run(ctx context.Context, cl Cluster, opt Options) (Result, error) {
 	if opt.Out == nil {
 		opt.Out = io.Discard
 	}
-	s := &suite{opt: opt, notRegisteredAtStart: map[string]bool{}}
+	s := &suite{opt: opt, notRegisteredAtStart: map[string]bool{}, seenLeft: map[string]bool{}}
 	s.result = Result{Driver: opt.Manifests, Registrar: opt.RegistrarImage, Provider: cl.Provider}
 	defer func() {
 		if s.d != nil {

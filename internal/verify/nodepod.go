@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
@@ -139,7 +140,7 @@ func (n *nodePods) pod(ctx context.Context, node string) (string, error) {
 func (n *nodePods) exec(ctx context.Context, node string, argv ...string) (string, error) {
 	name, err := n.pod(ctx, node)
 	if err != nil {
-		return "", err
+		return "", &drivercases.VerifyError{Err: err}
 	}
 	req := n.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(n.namespace).Name(name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: nodePodContainer, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
@@ -159,7 +160,14 @@ func (n *nodePods) exec(ctx context.Context, node string, argv ...string) (strin
 	}
 	var out, errOut bytes.Buffer
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
-		return out.String(), fmt.Errorf("on node %s (pod %s/%s): %w: %s", node, n.namespace, name, err, strings.TrimSpace(errOut.String()))
+		err = fmt.Errorf("on node %s (pod %s/%s): %w: %s", node, n.namespace, name, err, strings.TrimSpace(errOut.String()))
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) {
+			// Not the script's exit status: the exec itself failed (the
+			// API server, the kubelet's stream): verify's own trouble.
+			err = &drivercases.VerifyError{Err: err}
+		}
+		return out.String(), err
 	}
 	return out.String(), nil
 }

@@ -207,6 +207,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			case err != nil:
 				logf("%s with %s: the cases could not run: %v", f, reg, err)
 				code = max(code, ExitIncomplete)
+			case r.Failed():
+				code = max(code, ExitFailed)
+			case !r.Passed() && r.NotChecked():
+				// Verify's own means failed: nothing said about the driver.
+				code = max(code, ExitIncomplete)
 			case !r.Passed():
 				code = max(code, ExitFailed)
 			}
@@ -217,6 +222,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	fmt.Fprintln(out, "==== registration cases (verdict: the kubelet's and the API's; restarts: container restarts during the case; times from the fault, s)")
 	fmt.Fprint(out, drivercases.Table(results))
+	fmt.Fprint(out, drivercases.LeftText(results))
 	if ctx.Err() != nil {
 		return ExitIncomplete, fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
