@@ -30,6 +30,8 @@ type check struct {
 	// checking; the verdict is "could not check" unless the case failed on
 	// the driver's account too.
 	notChecked []string
+	// findings are the failures' messages (the verdict's causes).
+	findings []string
 }
 
 // addNote adds a note to the case's result (the table's footnotes).
@@ -52,6 +54,7 @@ func (c *check) Errorf(format string, args ...any) {
 		return
 	}
 	c.failed = true
+	c.findings = append(c.findings, fmt.Sprintf(format, args...))
 	c.Logf("FAIL: "+format, args...)
 }
 

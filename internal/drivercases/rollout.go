@@ -49,6 +49,9 @@ func (s *suite) rollout(t *check) {
 	if w.OnDelete() {
 		t.Skipf("%s has updateStrategy OnDelete: a template change rolls out nothing", w)
 	}
+	if s.blockRoll != "" {
+		t.Skipf("R1: %s", s.blockRoll)
+	}
 	nodes := slices.Clone(d.nodes)
 	mode := d.spec.RollingUpdate
 	t.Logf("%s: %s; rolling-update mode: %s", w, w.Rollout(), orDash(mode))

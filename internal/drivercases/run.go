@@ -31,10 +31,11 @@ const (
 )
 
 // Cases returns the names of the cases that Options.Cases may choose:
-// 2-6, and 8 which runs only when chosen. Case 1 (the installation) and
+// 2-6, 8 which runs only when chosen, and the mode-readiness cases R1-R4
+// (ReadinessCases), which run unchosen on manifests with the mode. Case 1 (the installation) and
 // case 7 (the uninstallation) always run.
 func Cases() []string {
-	return []string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}
+	return append([]string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}, ReadinessCases()...)
 }
 
 // CheckCases returns an error naming the first name that is not one of
@@ -42,7 +43,7 @@ func Cases() []string {
 func CheckCases(names []string) error {
 	for _, n := range names {
 		if !slices.Contains(Cases(), n) {
-			return fmt.Errorf("case %q: not a case that can be chosen; want one of %s (1_deployed and 7_uninstalled always run)", n, strings.Join(Cases(), ", "))
+			return fmt.Errorf("case %q: not a case that can be chosen; want one of %s (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode)", n, strings.Join(Cases(), ", "))
 		}
 	}
 	return nil
@@ -51,6 +52,9 @@ func CheckCases(names []string) error {
 // chosen reports whether the case runs: every case 2-6 when none is chosen,
 // case 8 only when chosen.
 func (s *suite) chosen(name string) bool {
+	if slices.Contains(ReadinessCases(), name) {
+		return s.readinessChosen(name)
+	}
 	if len(s.opt.Cases) == 0 {
 		return name != CaseRolloutsWithFaults
 	}
@@ -65,11 +69,15 @@ func (s *suite) cases(ctx context.Context) {
 		name, restarts string // restarts: the container the case's fault restarts
 		f              func(*check)
 	}{
+		{CaseModeManifests, "", s.modeManifests},
 		{CasePodDeleted, "", s.podDeleted},
 		{CaseKubeletRestart, "", s.kubeletRestarted},
 		{CaseSocketRemoved, "", s.socketRemoved},
 		{CaseDriverKilled, s.d.driver, s.driverKilled},
 		{CaseRollout, "", s.rollout},
+		{CaseVolumesAcross, "", s.volumesAcross},
+		{CaseOwnSocket, "", s.ownSocket},
+		{CaseServesAfterTerm, "", s.servesAfterTerm},
 		{CaseRolloutsWithFaults, "", s.rolloutsWithFaults},
 	} {
 		if !s.chosen(c.name) {
@@ -97,7 +105,7 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	s.leftAfter(ctx, t)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	r := CaseResult{Case: name, Verdict: "pass", Restarts: map[string]int32{}, Times: t.times, Rollout: t.rollout, Mounts: t.mounts}
+	r := CaseResult{Case: name, Verdict: "pass", Restarts: map[string]int32{}, Times: t.times, Rollout: t.rollout, Mounts: t.mounts, Findings: t.findings}
 	switch {
 	case t.skipped:
 		r.Verdict = "skip"

@@ -22,6 +22,9 @@ type CaseResult struct {
 	// registration only).
 	Rollout []NodeRollout
 	Mounts  bool
+	// Findings are the messages of its failures: the causes in the
+	// driver's terms, and the fix.
+	Findings []string
 }
 
 // CaseTime is a time a case measured, from its fault.
