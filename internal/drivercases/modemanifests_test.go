@@ -1,6 +1,7 @@
 package drivercases
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -72,5 +73,40 @@ func TestHostPortsFromFlags(t *testing.T) {
 	spec.HostNetwork = false
 	if got := hostPorts(spec); len(got) != 0 {
 		t.Errorf("without hostNetwork: %+v, want none", got)
+	}
+}
+
+func TestModeManifestsNotReadyExamplesPassR1(t *testing.T) {
+	// Their faults are in the driver, not in the manifests: R2-R4 find them.
+	for _, d := range []string{"memvolumes", "stopatterm", "removesockets"} {
+		s := specOf(t, "../../manifests/examples/notready/"+d)
+		if f := checkModeManifests(s); f.Ports != "" || len(f.Blocking) > 0 || len(f.Needs) > 0 {
+			t.Errorf("%s: %+v", d, f)
+		}
+		if s.DriverName != "notready.csi.example.com" || s.Registrar != "registrar" || !perPod(s.HostSocket) {
+			t.Errorf("%s: driver %q, registrar %q, socket %q", d, s.DriverName, s.Registrar, s.HostSocket)
+		}
+	}
+}
+
+func TestNotReadyExpectationsParse(t *testing.T) {
+	b, err := os.ReadFile("../../manifests/examples/notready/expect.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := ParseExpectations(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each fault fails its own case.
+	own := map[string]string{"memvolumes": CaseVolumesAcross, "stopatterm": CaseServesAfterTerm, "removesockets": CaseOwnSocket, "hostport": CaseModeManifests}
+	for d, c := range own {
+		found := false
+		for _, e := range exp {
+			found = found || e.Driver == "notready/"+d && e.Case == c && e.Verdict == "FAIL" && e.Text != ""
+		}
+		if !found {
+			t.Errorf("expect.txt: no FAIL of %s with its cause for notready/%s", c, d)
+		}
 	}
 }
