@@ -83,9 +83,10 @@ func parseLeftovers(node, out string, live map[string]bool) []Leftover {
 const leftoverGrace = 30 * time.Second
 
 // findLeftovers lists the driver's volumes on nodes whose pod is gone,
-// giving a teardown in progress leftoverGrace. Verify's own errors are
-// retried within that bound, then returned (VerifyError).
-func (s *suite) findLeftovers(ctx context.Context, nodes []string) ([]Leftover, error) {
+// giving a teardown in progress leftoverGrace (the ones in known, already
+// reported, are not waited for). Verify's own errors are retried within
+// that bound, then returned (VerifyError).
+func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[string]bool) ([]Leftover, error) {
 	var left []Leftover
 	var own error
 	complete := false
@@ -109,7 +110,12 @@ func (s *suite) findLeftovers(ctx context.Context, nodes []string) ([]Leftover, 
 			round = append(round, parseLeftovers(n, out, live)...)
 		}
 		left, complete, own = round, true, nil
-		return len(left) == 0, nil
+		for _, l := range left {
+			if !known[l.Dir] {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if !complete {
 		if own == nil {

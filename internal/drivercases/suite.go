@@ -83,6 +83,9 @@ type suite struct {
 	blockRoll string
 	// sockets: R2's listings of the socket directory, for R3.
 	sockets *socketRecord
+	// socketThief: R3 saw an instance remove another's socket (R4 cannot
+	// judge serving after SIGTERM then).
+	socketThief bool
 }
 
 // driverUnderTest is what the suite learned from the driver's manifests and
