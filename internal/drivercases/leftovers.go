@@ -84,9 +84,10 @@ const leftoverGrace = 30 * time.Second
 
 // findLeftovers lists the driver's volumes on nodes whose pod is gone,
 // giving a teardown in progress leftoverGrace (the ones in known, already
-// reported, are not waited for). Verify's own errors are retried within
+// reported, and those of the pods in waited, whose teardown a case waited
+// for already, are not waited for). Verify's own errors are retried within
 // that bound, then returned (VerifyError).
-func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[string]bool) ([]Leftover, error) {
+func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[string]bool, waited map[string]bool) ([]Leftover, error) {
 	var left []Leftover
 	var own error
 	complete := false
@@ -111,7 +112,7 @@ func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[str
 		}
 		left, complete, own = round, true, nil
 		for _, l := range left {
-			if !known[l.Dir] {
+			if !known[l.Dir] && !waited[l.PodUID] {
 				return false, nil
 			}
 		}

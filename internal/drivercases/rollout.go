@@ -416,8 +416,13 @@ type teardown struct {
 // pods left is the last complete round's.
 func (s *suite) awaitPodDirsGone(ctx context.Context, byNode map[string][]string, timeout time.Duration, since time.Time) (teardown, error) {
 	td := teardown{Within: timeout}
-	for _, u := range byNode {
-		td.Of += len(u)
+	for _, uids := range byNode {
+		td.Of += len(uids)
+		for _, u := range uids {
+			if s.waitedTeardown != nil {
+				s.waitedTeardown[u] = true
+			}
+		}
 	}
 	var own error
 	complete := false

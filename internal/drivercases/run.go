@@ -157,7 +157,7 @@ func (s *suite) leftAfter(ctx context.Context, t *check) {
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*leftoverGrace)
 	defer cancel()
-	left, err := s.findLeftovers(lctx, nodes, s.seenLeft)
+	left, err := s.findLeftovers(lctx, nodes, s.seenLeft, s.waitedTeardown)
 	if err != nil {
 		t.couldNotCheck("what the driver left on the nodes: %v", err)
 		return

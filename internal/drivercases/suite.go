@@ -86,6 +86,9 @@ type suite struct {
 	// socketThief: R3 saw an instance remove another's socket (R4 cannot
 	// judge serving after SIGTERM then).
 	socketThief bool
+	// waitedTeardown: pod UIDs whose volumes' teardown a case waited for
+	// already (leftAfter does not wait for them again).
+	waitedTeardown map[string]bool
 }
 
 // driverUnderTest is what the suite learned from the driver's manifests and
@@ -211,7 +214,7 @@ func Run(ctx context.Context, cl Cluster, opt Options) (Result, error) {
 	if opt.Out == nil {
 		opt.Out = io.Discard
 	}
-	s := &suite{opt: opt, notRegisteredAtStart: map[string]bool{}, seenLeft: map[string]bool{}}
+	s := &suite{opt: opt, notRegisteredAtStart: map[string]bool{}, seenLeft: map[string]bool{}, waitedTeardown: map[string]bool{}}
 	s.result = Result{Driver: opt.Manifests, Registrar: opt.RegistrarImage, Provider: cl.Provider}
 	defer func() {
 		if s.d != nil {
