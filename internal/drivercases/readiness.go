@@ -292,40 +292,44 @@ type socketRecord struct {
 }
 
 // socketSampler lists a socket directory on a node every 300 ms, with the
-// old pod's state read after each listing; its goroutine ends with stop.
+// old pod's state read after each listing; its goroutine ends with stop,
+// after the listing in progress (an exec cut off midway logs noise), or
+// with the case's context.
 type socketSampler struct {
-	cancel  context.CancelFunc
+	quit    chan struct{}
 	done    chan struct{}
 	samples []socketSample
 }
 
 func (x *socketSampler) stop() []socketSample {
-	x.cancel()
+	close(x.quit)
 	<-x.done
 	return x.samples
 }
 
 func (s *suite) sampleSockets(ctx context.Context, node, dir string, old *corev1.Pod) *socketSampler {
-	sctx, cancel := context.WithCancel(ctx)
-	x := &socketSampler{cancel: cancel, done: make(chan struct{})}
+	x := &socketSampler{quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(x.done)
-		for sctx.Err() == nil {
+		for {
 			at := time.Now()
-			out, err := s.cl.Node.NodeSh(sctx, node, `find "$1" -mindepth 1 -maxdepth 1 -type s -printf '%f\n'`, dir)
+			out, err := s.cl.Node.NodeSh(ctx, node, `find "$1" -mindepth 1 -maxdepth 1 -type s -printf '%f\n'`, dir)
 			if err == nil {
 				smp := socketSample{at: at, present: map[string]bool{}}
 				for _, f := range strings.Fields(out) {
 					smp.present[f] = true
 				}
-				p, gerr := s.cl.Client.CoreV1().Pods(old.Namespace).Get(sctx, old.Name, metav1.GetOptions{})
+				p, gerr := s.cl.Client.CoreV1().Pods(old.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
 				smp.oldDeleting = apierrors.IsNotFound(gerr) || gerr == nil && (p.UID != old.UID || p.DeletionTimestamp != nil)
 				if gerr == nil || apierrors.IsNotFound(gerr) { // else the pod's state is unknown: no sample
 					x.samples = append(x.samples, smp)
 				}
 			}
 			select {
-			case <-sctx.Done():
+			case <-ctx.Done():
+				return
+			case <-x.quit:
+				return
 			case <-time.After(300 * time.Millisecond):
 			}
 		}
