@@ -418,8 +418,11 @@ func (s *suite) servesAfterTerm(t *check) {
 	}
 	pod := s.podOn(t, ctx, n)
 	sock := s.socketFor(pod)
-	serving, how := s.servingProbe(pod, sock)
-	if ok, why := serving(ctx); !ok {
+	serving, how := s.servingProbe(ctx, pod, sock)
+	if ok, why, own := serving(ctx); !ok {
+		if own != nil {
+			t.Fatal(own)
+		}
 		t.notJudged("the driver's socket %s does not answer before the delete (%s), so whether it serves after SIGTERM cannot be told. See %s", sock, why, ReadinessDoc)
 	}
 	before, err := s.cl.Pods(ctx)
@@ -436,13 +439,17 @@ func (s *suite) servesAfterTerm(t *check) {
 	}
 	var last time.Time
 	var why string
+	var owns []string
 	for time.Since(t0) < serveWatch {
-		ok, w := serving(ctx)
-		if !ok {
+		ok, w, own := serving(ctx)
+		if own != nil {
+			owns = append(owns, own.Error()) // no answer either way: ask again
+		} else if !ok {
 			why = w
 			break
+		} else {
+			last = time.Now()
 		}
-		last = time.Now()
 		select {
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
@@ -452,6 +459,9 @@ func (s *suite) servesAfterTerm(t *check) {
 	served := last.Sub(t0)
 	if last.IsZero() {
 		served = 0
+	}
+	if len(owns) > 0 {
+		t.Logf("%d of verify's own asks got no answer (tried again): %s", len(owns), owns[len(owns)-1])
 	}
 	t.measure("pod delete (SIGTERM) -> the driver's socket answers no more ("+how+")", served)
 	if why != "" && served < minServeAfterTerm && s.socketThief && s.socketGone(ctx, pod.Spec.NodeName, sock) {
@@ -473,30 +483,86 @@ func (s *suite) socketGone(ctx context.Context, node, sock string) bool {
 	return err == nil && strings.TrimSpace(out) == "gone"
 }
 
-// servingProbe returns how R4 asks whether the instance serves: GetPluginInfo
-// and NodeGetInfo on its socket where the node's sockets can be dialed,
-// otherwise whether a process of the pod listens on it (sockowner).
-func (s *suite) servingProbe(pod *corev1.Pod, sock string) (func(context.Context) (bool, string), string) {
+// PodExec runs argv in a container of a pod (the API's exec): R4 asks the
+// driver from the registrar's container, on the node, where verify cannot
+// dial the node's sockets. verify's node pods implement it.
+type PodExec interface {
+	ExecIn(ctx context.Context, namespace, pod, container string, argv ...string) (string, error)
+}
+
+// servingProbe returns how R4 asks whether the instance serves (ok), or
+// that verify's own means failed this time (own: not an answer): GetPluginInfo
+// and NodeGetInfo on its socket where the node's sockets can be dialed;
+// else csi-registrar's probe (the CSI Probe call) run in a registrar
+// container of the workload on the node, which mounts the socket directory;
+// else whether a process of the pod listens on the socket (sockowner).
+func (s *suite) servingProbe(ctx context.Context, pod *corev1.Pod, sock string) (func(context.Context) (ok bool, why string, own error), string) {
 	if s.cl.Dialer != nil {
-		return func(ctx context.Context) (bool, string) {
+		return func(ctx context.Context) (bool, string, error) {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			if _, err := AskDriver(cctx, s.cl.Dialer, pod.Spec.NodeName, sock); err != nil {
-				return false, err.Error()
+				return false, err.Error(), nil
 			}
-			return true, ""
+			return true, "", nil
 		}, "GetPluginInfo and NodeGetInfo"
 	}
-	return func(ctx context.Context) (bool, string) {
+	if ex, ok := s.cl.Node.(PodExec); ok && s.d.spec.Registrar != "" {
+		inContainer := driverspec.ExpandForPod(s.d.spec.CSIAddress, pod, s.d.spec.Registrar)
+		probe := func(ctx context.Context) (bool, string, error) {
+			from, err := s.registrarOn(ctx, pod.Spec.NodeName)
+			if err != nil {
+				return false, "", err
+			}
+			out, err := ex.ExecIn(ctx, from.Namespace, from.Name, s.d.spec.Registrar, "/csi-registrar", "probe", "--csi-address="+inContainer, "--timeout=1s")
+			switch {
+			case VerifysOwn(err):
+				return false, "", err
+			case err != nil:
+				return false, strings.TrimSpace(out + " " + err.Error()), nil
+			}
+			return true, "", nil
+		}
+		if ok, _, err := probe(ctx); ok && err == nil {
+			return probe, "csi-registrar probe (CSI Probe) in a registrar container on the node"
+		}
+	}
+	return func(ctx context.Context) (bool, string, error) {
 		p, err := s.cl.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, "pod: " + err.Error()
+			return false, "", err
 		}
 		if _, err := SocketOwner(ctx, s.cl.Node, p, sock); err != nil {
-			return false, err.Error()
+			if VerifysOwn(err) {
+				return false, "", err
+			}
+			return false, err.Error(), nil
 		}
-		return true, ""
+		return true, "", nil
 	}, "a process of the pod listens on it"
+}
+
+// registrarOn returns a pod of the workload on node whose registrar
+// container runs, one not being deleted first.
+func (s *suite) registrarOn(ctx context.Context, node string) (*corev1.Pod, error) {
+	l, err := s.cl.Client.CoreV1().Pods(s.cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.cl.Selector})
+	if err != nil {
+		return nil, err
+	}
+	var pick *corev1.Pod
+	for i := range l.Items {
+		p := &l.Items[i]
+		if p.Spec.NodeName != node || ContainerStatus(p, s.d.spec.Registrar).State.Running == nil {
+			continue
+		}
+		if pick == nil || pick.DeletionTimestamp != nil && p.DeletionTimestamp == nil {
+			pick = p
+		}
+	}
+	if pick == nil {
+		return nil, &VerifyError{Err: fmt.Errorf("no pod of %s on %s with its registrar container running, to ask the driver from", s.cl.Workload, node)}
+	}
+	return pick, nil
 }
 
 // readinessChosen reports whether a readiness case runs: chosen, or, when

@@ -142,8 +142,19 @@ func (n *nodePods) exec(ctx context.Context, node string, argv ...string) (strin
 	if err != nil {
 		return "", &drivercases.VerifyError{Err: err}
 	}
-	req := n.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(n.namespace).Name(name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: nodePodContainer, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	out, err := n.ExecIn(ctx, n.namespace, name, nodePodContainer, argv...)
+	if err != nil {
+		return out, fmt.Errorf("on node %s: %w", node, err)
+	}
+	return out, nil
+}
+
+// ExecIn runs argv in a container of a pod (the API's exec) and returns its
+// standard output. An error that is not the command's exit status is
+// verify's own (drivercases.VerifyError).
+func (n *nodePods) ExecIn(ctx context.Context, namespace, name, container string, argv ...string) (string, error) {
+	req := n.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(n.config, "GET", req.URL().String())
 	if err != nil {
 		return "", err
@@ -160,7 +171,7 @@ func (n *nodePods) exec(ctx context.Context, node string, argv ...string) (strin
 	}
 	var out, errOut bytes.Buffer
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
-		err = fmt.Errorf("on node %s (pod %s/%s): %w: %s", node, n.namespace, name, err, strings.TrimSpace(errOut.String()))
+		err = fmt.Errorf("pod %s/%s, container %s: %w: %s", namespace, name, container, err, strings.TrimSpace(errOut.String()))
 		var exit utilexec.ExitError
 		if !errors.As(err, &exit) {
 			// Not the script's exit status: the exec itself failed (the
