@@ -171,16 +171,20 @@ func (n *nodePods) ExecIn(ctx context.Context, namespace, name, container string
 	}
 	var out, errOut bytes.Buffer
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
-		err = fmt.Errorf("pod %s/%s, container %s: %w: %s", namespace, name, container, err, strings.TrimSpace(errOut.String()))
-		var exit utilexec.ExitError
-		if !errors.As(err, &exit) {
-			// Not the script's exit status: the exec itself failed (the
-			// API server, the kubelet's stream): verify's own trouble.
-			err = &drivercases.VerifyError{Err: err}
-		}
-		return out.String(), err
+		return out.String(), execError(fmt.Errorf("pod %s/%s, container %s: %w: %s", namespace, name, container, err, strings.TrimSpace(errOut.String())))
 	}
 	return out.String(), nil
+}
+
+// execError classifies an exec's error: the command's exit status is the
+// node's answer; anything else (the API server, the kubelet's stream) is
+// verify's own trouble, a drivercases.VerifyError.
+func execError(err error) error {
+	var exit utilexec.ExitError
+	if errors.As(err, &exit) {
+		return err
+	}
+	return &drivercases.VerifyError{Err: err}
 }
 
 // hostPath is the PATH of commands run in the host's root.
