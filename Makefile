@@ -82,6 +82,13 @@ example-image: ## example workload image $(EXAMPLE_IMAGE) (manifests/examples/) 
 	@docker info >/dev/null 2>&1 || command -v buildah >/dev/null || bash kind/localnode/install-deps.sh buildah
 	$(GOBUILD) -o bin/example-rootfs/writer ./manifests/examples/writer
 	BUILDAH="$(BUILDAH)" bash manifests/examples/writer/build-image.sh $(EXAMPLE_IMAGE) $(EXAMPLE_IMAGE_TAR) bin/example-rootfs
+# The non-compliant example drivers of manifests/examples/notready/ (one fault each).
+NOTREADY_IMAGE     ?= csi-registrar-notready:dev
+NOTREADY_IMAGE_TAR ?= bin/notready-image.tar
+.PHONY: notready-image
+notready-image: ## non-compliant example drivers' image $(NOTREADY_IMAGE) (manifests/examples/notready/) and $(NOTREADY_IMAGE_TAR)
+	@mkdir -p bin $(BUILDAH_ROOT)
+	GO=$(GO) BUILDAH="$(BUILDAH)" bash manifests/examples/notready/build-image.sh $(NOTREADY_IMAGE) $(NOTREADY_IMAGE_TAR)
 # The e2e suite's template cases (kind/e2e/template_test.go) run the example pod.
 e2e e2e-kind: example-image
 

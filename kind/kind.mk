@@ -104,6 +104,16 @@ E2E_DRIVER_RUN = env PLUGIN=$(CURDIR)/bin/kubectl-csi_registrar IMAGE=$(IMAGE) I
 e2e-driver: e2e-driver-args e2e-driver-build ## registration cases on your driver (kubectl csi-registrar verify): DRIVER=<kustomize dir|manifest>[,more] [DRIVER_IMAGES=a.tar,b.tar] [COMPARE=other-registrar.tar]
 	@$(call with_node_lock,$(E2E_DRIVER_RUN))
 
+# The mode-readiness cases on the non-compliant examples (manifests/examples/notready/):
+# each must fail its own case with its own cause (expect.txt), every other case pass;
+# what they leave on the node is removed at the end (--remove-left).
+NOTREADY_DIR     = manifests/examples/notready
+NOTREADY_DRIVERS = $(NOTREADY_DIR)/hostport,$(NOTREADY_DIR)/memvolumes,$(NOTREADY_DIR)/stopatterm,$(NOTREADY_DIR)/removesockets
+.PHONY: e2e-notready
+e2e-notready: notready-image ## readiness cases R1-R4 on the non-compliant examples: each fails with its own cause (manifests/examples/notready/expect.txt)
+	@$(MAKE) --no-print-directory e2e-driver DRIVER=$(NOTREADY_DRIVERS) DRIVER_IMAGES=$(NOTREADY_IMAGE_TAR) \
+	  VERIFY_ARGS='--case R1_mode_manifests --case R2_volumes_across_instances --case R3_own_csi_socket --case R4_serves_after_sigterm --expect $(CURDIR)/$(NOTREADY_DIR)/expect.txt --remove-left $(VERIFY_ARGS)'
+
 # What `make new-driver` writes, proven as written (kind/e2e-new-driver.sh): a project
 # (NEW_DRIVER_MODULE, default example.com/ci-csi; NEW_DRIVER_NAME, ci.csi.example.com)
 # generated into a temporary directory, then its make build, test and image, then

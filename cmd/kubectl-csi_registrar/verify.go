@@ -26,7 +26,7 @@ const DefaultNodeImage = "busybox:1.37"
 func verifyCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 	config := genericclioptions.NewConfigFlags(false)
 	var cfg verify.Config
-	var kubectlPath, registrarLogs string
+	var kubectlPath, registrarLogs, expectFile string
 	var cleanup bool
 	cmd := &cobra.Command{
 		Use:   "verify -f DIR|FILE [-f ...]",
@@ -60,8 +60,18 @@ on SIGINT/SIGTERM; --cleanup removes what an interrupted run left.
 
 ` + verify.NeedsText + `
 
-Exit codes: 0 every case passed; 1 a case failed; 2 bad arguments or refused; 3 the cases could not
-run (setup failed, interrupted).`,
+Ready for the rolling-update mode? With manifests that turn on --rolling-update (or when named with
+--case on any manifests), R1-R4 say whether the driver can run as two instances on a node: R1 the
+manifests (no host port, a CSI socket per pod, a surge), R2 a volume published through the old instance
+is unpublished through the new one and NodeGetInfo agrees on both, R3 each instance serves and removes
+only its own CSI socket, R4 the driver serves a few seconds after SIGTERM. Each verdict names the cause
+and the fix (docs/writing-a-driver.md, "Is my driver ready for the rolling-update mode?"); "not judged"
+says what verify would need. After each case, the driver's volumes whose pods are gone are listed under
+"left on the node" with the commands that remove them (--remove-left runs them).
+
+Exit codes: 0 every case passed; 1 a case failed or the driver left something on the node; 2 bad
+arguments or refused; 3 the cases could not run (setup failed, interrupted) or verify could not check
+a case (its own error, not the driver's).`,
 		Example: `  kubectl csi-registrar verify -f deploy/kubernetes/ --registrar-image registry.example.com/csi-registrar:v0.1.0
   kubectl csi-registrar verify -f node.yaml --node worker-1 --i-know-this-is-disruptive
   kubectl csi-registrar verify -f a/ -f b.yaml --compare registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0
@@ -89,6 +99,18 @@ run (setup failed, interrupted).`,
 			}
 			if err := drivercases.CheckCases(cfg.Cases); err != nil {
 				return badInput{fmt.Errorf("--case: %w", err)}
+			}
+			if expectFile != "" {
+				b, err := os.ReadFile(expectFile)
+				if err != nil {
+					return badInput{fmt.Errorf("--expect=%s: %w (a file of lines <driver> <case> <verdict> <text>)", expectFile, err)}
+				}
+				if cfg.Expect, err = drivercases.ParseExpectations(string(b)); err != nil {
+					return badInput{fmt.Errorf("--expect=%s: %w", expectFile, err)}
+				}
+				if cfg.Expect == nil {
+					cfg.Expect = []drivercases.Expectation{}
+				}
 			}
 			if cfg.Rollouts < 1 {
 				return badInput{fmt.Errorf("--rollouts=%d: want at least 1 (the rollouts of case %s)", cfg.Rollouts, drivercases.CaseRolloutsWithFaults)}
@@ -144,7 +166,9 @@ run (setup failed, interrupted).`,
 	f.BoolVar(&cleanup, "cleanup", false, "remove what earlier runs left (every object labelled "+verify.RunLabel+") and exit")
 	f.StringVar(&kubectlPath, "kubectl", "kubectl", "kubectl binary for kustomize, apply and delete")
 	f.StringVar(&cfg.Workdir, "workdir", "", "directory for the manifests as applied (default: a temporary one, removed at the end)")
-	f.StringArrayVar(&cfg.Cases, "case", nil, "run only this case besides 1_deployed and 7_uninstalled (repeatable): one of "+strings.Join(drivercases.Cases(), ", ")+"; default: 2 to 6 ("+drivercases.CaseRolloutsWithFaults+" runs only when named)")
+	f.StringArrayVar(&cfg.Cases, "case", nil, "run only this case besides 1_deployed and 7_uninstalled (repeatable): one of "+strings.Join(drivercases.Cases(), ", ")+"; default: 2 to 6, and R1-R4 (ready for the rolling-update mode?) when the manifests turn it on ("+drivercases.CaseRolloutsWithFaults+" runs only when named)")
+	f.StringVar(&expectFile, "expect", "", "a file of expected outcomes, one a line: <driver> <case> <verdict> <text its finding contains> (or <driver> "+drivercases.LeftOnTheNode+" <count>); exit 0 when the outcomes are exactly these and every other case passed (a non-compliant example's own failures)")
+	f.BoolVar(&cfg.RemoveLeft, "remove-left", false, "once a driver's cases ran, remove the mounts and volume directories it left on the nodes (still reported, exit not 0 without --expect)")
 	f.IntVar(&cfg.Rollouts, "rollouts", 10, "how many rollouts case "+drivercases.CaseRolloutsWithFaults+" makes, each with a fault of cases 2-5 at random")
 	f.DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "the whole run's deadline; the node pods end by themselves after it")
 	return cmd

@@ -26,6 +26,12 @@ type check struct {
 	notes   []string
 	rollout []NodeRollout
 	mounts  bool
+	// notChecked: what verify's own means (VerifyError) kept the case from
+	// checking; the verdict is "could not check" unless the case failed on
+	// the driver's account too.
+	notChecked []string
+	// findings are the failures' messages (the verdict's causes).
+	findings []string
 }
 
 // addNote adds a note to the case's result (the table's footnotes).
@@ -39,19 +45,46 @@ func (c *check) Logf(format string, args ...any) {
 	fmt.Fprintf(c.out, "    %s %s: %s\n", time.Now().Format("15:04:05.000"), c.name, strings.ReplaceAll(msg, "\n", "\n        "))
 }
 
+// Errorf marks the case failed, unless an argument is verify's own error
+// (VerifysOwn): that is recorded as what verify could not check, never as
+// the driver's failure.
 func (c *check) Errorf(format string, args ...any) {
+	if ownIn(args) != nil {
+		c.couldNotCheck(format, args...)
+		return
+	}
 	c.failed = true
+	c.findings = append(c.findings, fmt.Sprintf(format, args...))
 	c.Logf("FAIL: "+format, args...)
 }
 
-func (c *check) Error(args ...any) { c.Errorf("%s", fmt.Sprint(args...)) }
+// couldNotCheck records what verify's own means kept the case from checking.
+func (c *check) couldNotCheck(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.notChecked = append(c.notChecked, msg)
+	c.Logf("verify could not check (its own error, not the driver's): %s", msg)
+}
+
+func (c *check) Error(args ...any) {
+	if ownIn(args) != nil {
+		c.couldNotCheck("%s", fmt.Sprint(args...))
+		return
+	}
+	c.Errorf("%s", fmt.Sprint(args...))
+}
 
 func (c *check) Fatalf(format string, args ...any) {
 	c.Errorf(format, args...)
 	panic(stop{})
 }
 
-func (c *check) Fatal(args ...any) { c.Fatalf("%s", fmt.Sprint(args...)) }
+func (c *check) Fatal(args ...any) {
+	if ownIn(args) != nil {
+		c.couldNotCheck("%s", fmt.Sprint(args...))
+		panic(stop{})
+	}
+	c.Fatalf("%s", fmt.Sprint(args...))
+}
 
 func (c *check) Skipf(format string, args ...any) {
 	c.skipped = true

@@ -151,6 +151,18 @@ type rolloutJudgement struct {
 // Verdicts of the rollout case beyond pass and FAIL.
 const verdictMeasured = "measured"
 
+// The verdicts besides pass, FAIL, skip and measured.
+const (
+	// VerdictNotChecked: verify's own means (its exec on the node, its API
+	// connection) failed within the case's bound; nothing is said about
+	// the driver.
+	VerdictNotChecked = "could not check"
+	// VerdictNotJudged: the case cannot judge this driver (no inline
+	// volume verify can create, no dialable socket); its note says what
+	// verify would need. Never pass.
+	VerdictNotJudged = "not judged"
+)
+
 // verdict judges the rollout: without the rolling-update mode, or for a
 // StatefulSet (which replaces its pod in place), the figures are measured,
 // not judged. With the mode, it passes when no node where the workload's pod

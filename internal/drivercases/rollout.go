@@ -49,6 +49,9 @@ func (s *suite) rollout(t *check) {
 	if w.OnDelete() {
 		t.Skipf("%s has updateStrategy OnDelete: a template change rolls out nothing", w)
 	}
+	if s.blockRoll != "" {
+		t.Skipf("R1: %s", s.blockRoll)
+	}
 	nodes := slices.Clone(d.nodes)
 	mode := d.spec.RollingUpdate
 	t.Logf("%s: %s; rolling-update mode: %s", w, w.Rollout(), orDash(mode))
@@ -386,32 +389,128 @@ const podDirsScript = `d=$1; shift; for u in "$@"; do [ ! -e "$d/$u" ] || echo "
 // pod started: a pod object is gone before its volumes are unpublished, and
 // a driver uninstalled meanwhile (case 7 follows) would leave them mounted,
 // with the driver's state behind.
-func (l *mountLoad) awaitTornDown(ctx context.Context, timeout time.Duration) error {
+func (l *mountLoad) awaitTornDown(ctx context.Context, timeout time.Duration, since time.Time) (torn teardown, err error) {
 	byNode := map[string][]string{}
 	for _, p := range l.Pods() {
 		if p.UID != "" {
 			byNode[p.Node] = append(byNode[p.Node], string(p.UID))
 		}
 	}
-	var left []string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		left = left[:0]
-		for node, uids := range byNode {
-			out, err := l.s.cl.Node.NodeSh(ctx, node, podDirsScript, append([]string{KubeletRoot + "/pods"}, uids...)...)
-			if err != nil {
-				return false, err
-			}
-			for _, u := range strings.Fields(out) {
-				left = append(left, node+"/"+u)
+	return l.s.awaitPodDirsGone(ctx, byNode, timeout, since)
+}
+
+// teardown is what awaitPodDirsGone saw: the pods whose directories the
+// kubelet kept (node/uid), of how many, and why by the kubelet's log.
+type teardown struct {
+	Left   []string
+	Of     int
+	Within time.Duration
+	Causes []kubeletlog.VolumeError // of the pods left, as the kubelet logged their NodeUnpublishVolume
+}
+
+// awaitPodDirsGone waits until the kubelet removed the pod directory of
+// every UID of byNode (node -> pod UIDs): it does once the pod's volumes
+// are unpublished, after the pod object is gone. Verify's own errors (its
+// exec on the node) are tried again within timeout; if no round of the
+// check completed, it returns a VerifyError and no finding. The count of
+// pods left is the last complete round's.
+func (s *suite) awaitPodDirsGone(ctx context.Context, byNode map[string][]string, timeout time.Duration, since time.Time) (teardown, error) {
+	td := teardown{Within: timeout}
+	for _, uids := range byNode {
+		td.Of += len(uids)
+		for _, u := range uids {
+			if s.waitedTeardown != nil {
+				s.waitedTeardown[u] = true
 			}
 		}
-		return len(left) == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the kubelet did not tear down the volumes of %d inline-volume pods within %s (their directories remain under %s/pods: %s): %w",
-			len(left), timeout, KubeletRoot, strings.Join(lastN(left, 5), ", "), err)
 	}
-	return nil
+	var own error
+	complete := false
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		var round []string
+		for node, uids := range byNode {
+			out, err := s.cl.Node.NodeSh(ctx, node, podDirsScript, append([]string{KubeletRoot + "/pods"}, uids...)...)
+			if err != nil {
+				own = err
+				return false, nil
+			}
+			for _, u := range strings.Fields(out) {
+				round = append(round, node+"/"+u)
+			}
+		}
+		td.Left, complete, own = round, true, nil
+		return len(round) == 0, nil
+	})
+	if !complete {
+		if own == nil {
+			own = err
+		}
+		return td, &VerifyError{Err: fmt.Errorf("whether the kubelet tore down the volumes of %d pods (their directories under %s/pods): %w", td.Of, KubeletRoot, own)}
+	}
+	if len(td.Left) == 0 {
+		return td, nil
+	}
+	sort.Strings(td.Left)
+	left := map[string]bool{}
+	nodes := map[string]bool{}
+	for _, nu := range td.Left {
+		n, u, _ := strings.Cut(nu, "/")
+		left[u], nodes[n] = true, true
+	}
+	for n := range nodes {
+		log, err := s.cl.Node.KubeletLog(ctx, n, 20000)
+		if err != nil {
+			continue // the causes are a help; the count stands
+		}
+		for u, e := range kubeletlog.VolumeErrors(log, kubeletlog.OpTearDown, since) {
+			if left[u] {
+				td.Causes = append(td.Causes, e)
+			}
+		}
+	}
+	sort.Slice(td.Causes, func(i, j int) bool { return td.Causes[i].PodUID < td.Causes[j].PodUID })
+	return td, nil
+}
+
+// causesByAnswer groups the driver's answers: "NotFound: <desc of one>" ->
+// how many volumes got that code (the descriptions name each volume).
+func causesByAnswer(causes []kubeletlog.VolumeError) []string {
+	type group struct {
+		n       int
+		example string
+	}
+	g := map[string]*group{}
+	var keys []string
+	for _, c := range causes {
+		k := c.Code
+		if k == "" {
+			k = c.Text
+		}
+		if g[k] == nil {
+			g[k] = &group{example: c.Cause()}
+			keys = append(keys, k)
+		}
+		g[k].n++
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%d volume(s): %s", g[k].n, g[k].example))
+	}
+	return out
+}
+
+// text is the finding in the driver's terms: how many volumes of how many
+// the kubelet could not unpublish and what the driver answered.
+func (td teardown) text(through string) string {
+	msg := fmt.Sprintf("the kubelet could not tear down %d of %d volumes within %s (NodeUnpublishVolume %s): their pod directories remain under %s/pods: %s",
+		len(td.Left), td.Of, td.Within, through, KubeletRoot, strings.Join(lastN(td.Left, 5), ", "))
+	if c := causesByAnswer(td.Causes); len(c) > 0 {
+		msg += "; the driver answered: " + strings.Join(c, "; ")
+	} else {
+		msg += "; the kubelet's log names no NodeUnpublishVolume error for them (the driver may not answer at all)"
+	}
+	return msg
 }
 
 // finish waits until every pod started ran (podWait at most), deletes them
@@ -428,10 +527,13 @@ func (l *mountLoad) finish(t *check, ctx context.Context) map[string]mountCounts
 	if err := l.DeleteAll(ctx); err != nil {
 		t.Errorf("delete the inline-volume pods: %v", err)
 	}
+	deleted := time.Now()
 	if err := l.AwaitNoPods(ctx, podWait); err != nil {
 		t.Errorf("%v", err)
-	} else if err := l.awaitTornDown(ctx, podWait); err != nil {
-		t.Errorf("%v", err)
+	} else if td, err := l.awaitTornDown(ctx, podWait, deleted); err != nil {
+		t.Errorf("%v", err) // verify's own: could not check
+	} else if len(td.Left) > 0 {
+		t.Errorf("%s", td.text("on the instance the kubelet calls now"))
 	}
 	out := map[string]mountCounts{}
 	pods := l.Pods()

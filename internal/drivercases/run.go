@@ -31,10 +31,11 @@ const (
 )
 
 // Cases returns the names of the cases that Options.Cases may choose:
-// 2-6, and 8 which runs only when chosen. Case 1 (the installation) and
+// 2-6, 8 which runs only when chosen, and the mode-readiness cases R1-R4
+// (ReadinessCases), which run unchosen on manifests with the mode. Case 1 (the installation) and
 // case 7 (the uninstallation) always run.
 func Cases() []string {
-	return []string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}
+	return append([]string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}, ReadinessCases()...)
 }
 
 // CheckCases returns an error naming the first name that is not one of
@@ -42,7 +43,7 @@ func Cases() []string {
 func CheckCases(names []string) error {
 	for _, n := range names {
 		if !slices.Contains(Cases(), n) {
-			return fmt.Errorf("case %q: not a case that can be chosen; want one of %s (1_deployed and 7_uninstalled always run)", n, strings.Join(Cases(), ", "))
+			return fmt.Errorf("case %q: not a case that can be chosen; want one of %s (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode)", n, strings.Join(Cases(), ", "))
 		}
 	}
 	return nil
@@ -51,6 +52,9 @@ func CheckCases(names []string) error {
 // chosen reports whether the case runs: every case 2-6 when none is chosen,
 // case 8 only when chosen.
 func (s *suite) chosen(name string) bool {
+	if slices.Contains(ReadinessCases(), name) {
+		return s.readinessChosen(name)
+	}
 	if len(s.opt.Cases) == 0 {
 		return name != CaseRolloutsWithFaults
 	}
@@ -65,11 +69,15 @@ func (s *suite) cases(ctx context.Context) {
 		name, restarts string // restarts: the container the case's fault restarts
 		f              func(*check)
 	}{
+		{CaseModeManifests, "", s.modeManifests},
 		{CasePodDeleted, "", s.podDeleted},
 		{CaseKubeletRestart, "", s.kubeletRestarted},
 		{CaseSocketRemoved, "", s.socketRemoved},
 		{CaseDriverKilled, s.d.driver, s.driverKilled},
 		{CaseRollout, "", s.rollout},
+		{CaseVolumesAcross, "", s.volumesAcross},
+		{CaseOwnSocket, "", s.ownSocket},
+		{CaseServesAfterTerm, "", s.servesAfterTerm},
 		{CaseRolloutsWithFaults, "", s.rolloutsWithFaults},
 	} {
 		if !s.chosen(c.name) {
@@ -94,14 +102,17 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	t := &check{name: name, out: s.opt.Out, parent: ctx}
 	before := s.workloadRestarts(ctx)
 	t.run(f)
+	s.leftAfter(ctx, t)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	r := CaseResult{Case: name, Verdict: "pass", Restarts: map[string]int32{}, Times: t.times, Rollout: t.rollout, Mounts: t.mounts}
+	r := CaseResult{Case: name, Verdict: "pass", Restarts: map[string]int32{}, Times: t.times, Rollout: t.rollout, Mounts: t.mounts, Findings: t.findings}
 	switch {
 	case t.skipped:
 		r.Verdict = "skip"
 	case t.failed:
 		r.Verdict = "FAIL"
+	case len(t.notChecked) > 0:
+		r.Verdict = VerdictNotChecked
 	case t.verdict != "":
 		r.Verdict = t.verdict
 	}
@@ -116,6 +127,9 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	}
 	sort.Strings(through)
 	notes := t.notes
+	if len(t.notChecked) > 0 {
+		notes = append(notes, "verify could not check (its own error): "+strings.Join(lastN(t.notChecked, 2), "; "))
+	}
 	if s.notRegisteredAtStart[name] {
 		notes = append(notes, "not registered at the start of the case (as an earlier case left it)")
 	}
@@ -127,7 +141,41 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	r.Note = strings.Join(notes, "; ")
 	s.result.Cases = append(s.result.Cases, r)
 	fmt.Fprintf(s.opt.Out, "--- %s: %s (%.2fs)\n", strings.ToUpper(r.Verdict), name, time.Since(start).Seconds())
-	return r.Verdict == "pass" || r.Verdict == verdictMeasured
+	return r.Verdict == "pass" || r.Verdict == verdictMeasured || r.Verdict == VerdictNotJudged
+}
+
+// leftAfter lists what the driver left on the nodes after case t (volumes
+// of pods that are gone), once each: the case fails with it, the summary
+// lists it with its cleanup.
+func (s *suite) leftAfter(ctx context.Context, t *check) {
+	if s.d == nil || s.d.name == "" {
+		return
+	}
+	nodes := s.allNodes
+	if len(s.opt.Nodes) > 0 {
+		nodes = s.opt.Nodes
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*leftoverGrace)
+	defer cancel()
+	left, err := s.findLeftovers(lctx, nodes, s.seenLeft, s.waitedTeardown)
+	if err != nil {
+		t.couldNotCheck("what the driver left on the nodes: %v", err)
+		return
+	}
+	var fresh []string
+	for _, l := range left {
+		if s.seenLeft[l.Dir] {
+			continue
+		}
+		s.seenLeft[l.Dir] = true
+		l.Case = t.name
+		s.result.Left = append(s.result.Left, l)
+		fresh = append(fresh, l.String())
+	}
+	if len(fresh) > 0 {
+		t.addNote(fmt.Sprintf("left on the node: %d volume(s) (cleanup below the table)", len(fresh)))
+		t.Errorf("left on the node: %d volume(s) of the driver whose pods are gone (the summary lists the cleanup):\n%s", len(fresh), strings.Join(fresh, "\n"))
+	}
 }
 
 // workloadRestarts sums the restartCount of each container name over the

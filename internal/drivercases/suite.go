@@ -61,6 +61,9 @@ type Options struct {
 	// OnRegistrar, when set, is told the registrar container once it is
 	// known (before the cases run).
 	OnRegistrar func(container string) error
+	// RemoveLeft: once the cases ran, run the cleanup of what the driver
+	// left on the nodes (Result.Left still lists it: the finding stands).
+	RemoveLeft bool
 }
 
 // suite is one Run: the driver under test on one cluster.
@@ -73,6 +76,19 @@ type suite struct {
 	// notRegisteredAtStart: the cases that found the driver not registered
 	// when they began.
 	notRegisteredAtStart map[string]bool
+	// seenLeft: the leftover volume directories already reported.
+	seenLeft map[string]bool
+	// blockRoll: why no rollout can complete (R1 found a host port); the
+	// cases that roll skip with it.
+	blockRoll string
+	// sockets: R2's listings of the socket directory, for R3.
+	sockets *socketRecord
+	// socketThief: R3 saw an instance remove another's socket (R4 cannot
+	// judge serving after SIGTERM then).
+	socketThief bool
+	// waitedTeardown: pod UIDs whose volumes' teardown a case waited for
+	// already (leftAfter does not wait for them again).
+	waitedTeardown map[string]bool
 }
 
 // driverUnderTest is what the suite learned from the driver's manifests and
@@ -198,7 +214,7 @@ func Run(ctx context.Context, cl Cluster, opt Options) (Result, error) {
 	if opt.Out == nil {
 		opt.Out = io.Discard
 	}
-	s := &suite{opt: opt, notRegisteredAtStart: map[string]bool{}}
+	s := &suite{opt: opt, notRegisteredAtStart: map[string]bool{}, seenLeft: map[string]bool{}, waitedTeardown: map[string]bool{}}
 	s.result = Result{Driver: opt.Manifests, Registrar: opt.RegistrarImage, Provider: cl.Provider}
 	defer func() {
 		if s.d != nil {
@@ -216,7 +232,22 @@ func Run(ctx context.Context, cl Cluster, opt Options) (Result, error) {
 		return s.result, err
 	}
 	s.cases(ctx)
+	if opt.RemoveLeft {
+		s.removeLeft(ctx)
+	}
 	return s.result, nil
+}
+
+// removeLeft runs the cleanup of each leftover on its node.
+func (s *suite) removeLeft(ctx context.Context) {
+	for _, l := range s.result.Left {
+		_, err := s.cl.Node.NodeSh(ctx, l.Node, strings.Join(l.Cleanup(), "; "))
+		if err != nil {
+			s.logf("remove what the driver left: %s: %v", l.Dir, err)
+			continue
+		}
+		s.logf("removed what the driver left (--remove-left): %s", l.Dir)
+	}
 }
 
 // setup applies the manifests and waits until every pod of the workload is

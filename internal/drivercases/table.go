@@ -13,7 +13,7 @@ import (
 // CaseResult is the outcome of one case.
 type CaseResult struct {
 	Case     string
-	Verdict  string // pass, FAIL, skip; measured: figures reported, not judged (the rollout without the mode)
+	Verdict  string // pass, FAIL, skip; measured: figures reported, not judged (the rollout without the mode); VerdictNotChecked, VerdictNotJudged
 	Note     string
 	Restarts map[string]int32 // container -> restarts during the case, summed over the workload's pods
 	Times    []CaseTime
@@ -22,6 +22,9 @@ type CaseResult struct {
 	// registration only).
 	Rollout []NodeRollout
 	Mounts  bool
+	// Findings are the messages of its failures: the causes in the
+	// driver's terms, and the fix.
+	Findings []string
 }
 
 // CaseTime is a time a case measured, from its fault.
@@ -37,17 +40,43 @@ type Result struct {
 	Kubernetes string
 	Provider   string
 	Cases      []CaseResult
+	// Left is what the driver left on the nodes (mounts, volume
+	// directories of pods that are gone), found after each case.
+	Left []Leftover
 }
 
 // Passed reports whether every case passed (a case whose figures are
-// measured, not judged, does not fail).
+// measured, or that cannot judge this driver, does not fail) and nothing
+// was left on the node.
 func (r Result) Passed() bool {
 	for _, c := range r.Cases {
-		if c.Verdict != "pass" && c.Verdict != verdictMeasured {
+		if c.Verdict != "pass" && c.Verdict != verdictMeasured && c.Verdict != VerdictNotJudged {
 			return false
 		}
 	}
-	return len(r.Cases) > 0
+	return len(r.Cases) > 0 && len(r.Left) == 0
+}
+
+// NotChecked reports whether verify could not check a case (its own
+// error, VerdictNotChecked).
+func (r Result) NotChecked() bool {
+	for _, c := range r.Cases {
+		if c.Verdict == VerdictNotChecked {
+			return true
+		}
+	}
+	return false
+}
+
+// Failed reports whether a case failed on the driver's account or the
+// driver left something on the node (not: verify could not check).
+func (r Result) Failed() bool {
+	for _, c := range r.Cases {
+		if c.Verdict == "FAIL" {
+			return true
+		}
+	}
+	return len(r.Left) > 0
 }
 
 // Table prints runs side by side: driver and case × registrar, each with

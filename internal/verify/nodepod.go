@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
@@ -139,10 +140,21 @@ func (n *nodePods) pod(ctx context.Context, node string) (string, error) {
 func (n *nodePods) exec(ctx context.Context, node string, argv ...string) (string, error) {
 	name, err := n.pod(ctx, node)
 	if err != nil {
-		return "", err
+		return "", &drivercases.VerifyError{Err: err}
 	}
-	req := n.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(n.namespace).Name(name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: nodePodContainer, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	out, err := n.ExecIn(ctx, n.namespace, name, nodePodContainer, argv...)
+	if err != nil {
+		return out, fmt.Errorf("on node %s: %w", node, err)
+	}
+	return out, nil
+}
+
+// ExecIn runs argv in a container of a pod (the API's exec) and returns its
+// standard output. An error that is not the command's exit status is
+// verify's own (drivercases.VerifyError).
+func (n *nodePods) ExecIn(ctx context.Context, namespace, name, container string, argv ...string) (string, error) {
+	req := n.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(n.config, "GET", req.URL().String())
 	if err != nil {
 		return "", err
@@ -159,9 +171,20 @@ func (n *nodePods) exec(ctx context.Context, node string, argv ...string) (strin
 	}
 	var out, errOut bytes.Buffer
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
-		return out.String(), fmt.Errorf("on node %s (pod %s/%s): %w: %s", node, n.namespace, name, err, strings.TrimSpace(errOut.String()))
+		return out.String(), execError(fmt.Errorf("pod %s/%s, container %s: %w: %s", namespace, name, container, err, strings.TrimSpace(errOut.String())))
 	}
 	return out.String(), nil
+}
+
+// execError classifies an exec's error: the command's exit status is the
+// node's answer; anything else (the API server, the kubelet's stream) is
+// verify's own trouble, a drivercases.VerifyError.
+func execError(err error) error {
+	var exit utilexec.ExitError
+	if errors.As(err, &exit) {
+		return err
+	}
+	return &drivercases.VerifyError{Err: err}
 }
 
 // hostPath is the PATH of commands run in the host's root.

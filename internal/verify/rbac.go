@@ -22,6 +22,7 @@ func needs() []authv1.ResourceAttributes {
 		{Verb: "watch", Resource: "nodes"},
 		{Verb: "watch", Resource: "csinodes", Group: "storage.k8s.io"},
 		{Verb: "watch", Resource: "pods"},
+		{Verb: "list", Resource: "pods"}, // every namespace: a volume left on a node is one whose pod is gone
 		{Verb: "get", Resource: "pods", Subresource: "log"},
 		{Verb: "list", Resource: "events"},
 	}

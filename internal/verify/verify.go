@@ -61,6 +61,13 @@ type Config struct {
 	// rollouts case 8 makes.
 	Cases    []string
 	Rollouts int
+	// Expect, when set, are the outcomes expected (a non-compliant
+	// example's failures): the run passes when the outcomes are exactly
+	// these and every other case passes.
+	Expect []drivercases.Expectation
+	// RemoveLeft: remove what the driver left on the nodes once its cases
+	// ran (the finding stands).
+	RemoveLeft bool
 	// Timeout bounds the run; the node pods end by themselves after it.
 	Timeout time.Duration
 	Out     io.Writer
@@ -185,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			opt := drivercases.Options{
 				Manifests: f, Rendered: rendered[fi], RegistrarImage: reg, RegisterTimeout: cfg.RegisterTimeout,
 				LabelKey: RunLabel, LabelValue: run, Out: out, WorkloadImage: cfg.NodeImage,
-				Cases: cfg.Cases, Rollouts: cfg.Rollouts,
+				Cases: cfg.Cases, Rollouts: cfg.Rollouts, RemoveLeft: cfg.RemoveLeft,
 				Applied: filepath.Join(workdir, fmt.Sprintf("%d-%s.yaml", i, filepath.Base(f))),
 				OnRegistrar: func(c string) error {
 					if cfg.BlockRegistrarLogs {
@@ -207,6 +214,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			case err != nil:
 				logf("%s with %s: the cases could not run: %v", f, reg, err)
 				code = max(code, ExitIncomplete)
+			case r.Failed():
+				code = max(code, ExitFailed)
+			case !r.Passed() && r.NotChecked():
+				// Verify's own means failed: nothing said about the driver.
+				code = max(code, ExitIncomplete)
 			case !r.Passed():
 				code = max(code, ExitFailed)
 			}
@@ -217,8 +229,18 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	fmt.Fprintln(out, "==== registration cases (verdict: the kubelet's and the API's; restarts: container restarts during the case; times from the fault, s)")
 	fmt.Fprint(out, drivercases.Table(results))
+	fmt.Fprint(out, drivercases.ReadinessText(results))
+	fmt.Fprint(out, drivercases.LeftText(results))
 	if ctx.Err() != nil {
 		return ExitIncomplete, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	if cfg.Expect != nil && code != ExitIncomplete {
+		if bad := drivercases.CheckExpectations(results, cfg.Expect); len(bad) > 0 {
+			fmt.Fprintf(out, "==== not as expected (--expect):\n- %s\n", strings.Join(bad, "\n- "))
+			return ExitFailed, errors.New("the outcomes differ from --expect")
+		}
+		fmt.Fprintf(out, "==== every outcome as expected (--expect: %d expectations; every other case passed)\n", len(cfg.Expect))
+		return ExitPassed, nil
 	}
 	if code != ExitPassed {
 		return code, errors.New("not every case passed")

@@ -53,3 +53,66 @@ func Attempts(log, driver string, since time.Time) (int, []string) {
 	}
 	return n, related
 }
+
+// The kubelet's volume operations whose failures VolumeErrors reads.
+const (
+	OpSetUp    = "MountVolume.SetUp failed"      // NodePublishVolume failed
+	OpTearDown = "UnmountVolume.TearDown failed" // NodeUnpublishVolume failed
+)
+
+// VolumeError is one failure of a kubelet volume operation on a pod's
+// volume, as its log tells it.
+type VolumeError struct {
+	PodUID string
+	At     time.Time
+	// Code and Desc are the driver's gRPC answer (code = NotFound desc =
+	// ...) when the line carries one; Text is the error after the volume's
+	// description otherwise.
+	Code, Desc, Text string
+}
+
+// Cause is the driver's answer as one phrase: "NotFound: <desc>", or the
+// kubelet's text when it carries no gRPC status.
+func (e VolumeError) Cause() string {
+	if e.Code != "" {
+		return e.Code + ": " + e.Desc
+	}
+	return e.Text
+}
+
+var (
+	podUID   = regexp.MustCompile(`\(UID: \\?"([^"\\]+)\\?"\)`)
+	grpcCode = regexp.MustCompile(`code = (\w+) desc = (.*)$`)
+)
+
+// VolumeErrors returns the last failure of op (OpSetUp, OpTearDown) per
+// pod UID logged at or after since (the kubelet retries: one cause a pod).
+func VolumeErrors(log, op string, since time.Time) map[string]VolumeError {
+	out := map[string]VolumeError{}
+	for _, line := range strings.Split(log, "\n") {
+		i := strings.Index(line, op)
+		if i < 0 {
+			continue
+		}
+		at, ok := Time(line, since)
+		if !ok || at.Before(since.Truncate(time.Microsecond)) {
+			continue
+		}
+		m := podUID.FindStringSubmatch(line[i:])
+		if m == nil {
+			continue
+		}
+		e := VolumeError{PodUID: m[1], At: at}
+		rest := line[i:]
+		if j := strings.Index(rest, ") : "); j >= 0 {
+			rest = rest[j+4:]
+		}
+		rest = strings.TrimRight(strings.TrimSpace(rest), `"`)
+		e.Text = rest
+		if c := grpcCode.FindStringSubmatch(rest); c != nil {
+			e.Code, e.Desc = c[1], strings.TrimRight(strings.TrimSpace(c[2]), `"`)
+		}
+		out[e.PodUID] = e
+	}
+	return out
+}

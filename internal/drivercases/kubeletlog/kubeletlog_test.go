@@ -1,6 +1,7 @@
 package kubeletlog
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,5 +35,28 @@ func TestAttemptsSince(t *testing.T) {
 	}
 	if n, _ := Attempts(log, "x.example.com", since.Add(time.Hour)); n != 0 {
 		t.Errorf("attempts an hour later: %d, want 0", n)
+	}
+}
+
+func TestVolumeErrors(t *testing.T) {
+	since := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	log := strings.Join([]string{
+		`E1126 09:59:59.000000  1 nestedpendingoperations.go:348] Operation for "{volumeName:kubernetes.io/csi/aaaa-inline podName:aaaa nodeName:}" failed. Error: UnmountVolume.TearDown failed for volume "inline" (UniqueName: "kubernetes.io/csi/aaaa-inline") pod "aaaa" (UID: "aaaa") : old, before since`,
+		`E1126 10:00:01.000000  1 nestedpendingoperations.go:348] Operation for "{volumeName:kubernetes.io/csi/aaaa-inline podName:aaaa nodeName:}" failed. No retries permitted until x. Error: UnmountVolume.TearDown failed for volume "inline" (UniqueName: "kubernetes.io/csi/aaaa-inline") pod "aaaa" (UID: "aaaa") : kubernetes.io/csi: Unmounter.TearDownAt failed: rpc error: code = NotFound desc = volume csi-1 is not known`,
+		`E1126 10:00:02.000000  1 nestedpendingoperations.go:348] Operation failed. Error: UnmountVolume.TearDown failed for volume "inline" (UniqueName: "kubernetes.io/csi/bbbb-inline") pod "bbbb" (UID: "bbbb") : kubernetes.io/csi: Unmounter.TearDownAt failed to clean mount dir [/x]: busy`,
+		`E1126 10:00:03.000000  1 nestedpendingoperations.go:348] Error: MountVolume.SetUp failed for volume "inline" (UniqueName: "kubernetes.io/csi/cccc-inline") pod "p" (UID: "cccc") : rpc error: code = Unavailable desc = gone`,
+	}, "\n")
+	got := VolumeErrors(log, OpTearDown, since)
+	if len(got) != 2 {
+		t.Fatalf("VolumeErrors = %v, want aaaa and bbbb", got)
+	}
+	if a := got["aaaa"]; a.Code != "NotFound" || a.Desc != "volume csi-1 is not known" || a.Cause() != "NotFound: volume csi-1 is not known" {
+		t.Errorf("aaaa: %+v", a)
+	}
+	if b := got["bbbb"]; b.Code != "" || b.Cause() != "kubernetes.io/csi: Unmounter.TearDownAt failed to clean mount dir [/x]: busy" {
+		t.Errorf("bbbb: %+v (cause %q)", b, b.Cause())
+	}
+	if c := VolumeErrors(log, OpSetUp, since)["cccc"]; c.Code != "Unavailable" {
+		t.Errorf("cccc: %+v", c)
 	}
 }

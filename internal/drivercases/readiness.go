@@ -1,0 +1,283 @@
+package drivercases
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The mode-readiness cases: is the driver ready for csi-registrar's
+// rolling-update mode, where two instances of it run on a node during a
+// rollout? They run by default on manifests that turn the mode on, and on
+// any manifests when chosen (Options.Cases).
+const (
+	CaseModeManifests   = "R1_mode_manifests"
+	CaseVolumesAcross   = "R2_volumes_across_instances"
+	CaseOwnSocket       = "R3_own_csi_socket"
+	CaseServesAfterTerm = "R4_serves_after_sigterm"
+)
+
+// ReadinessCases are the mode-readiness cases, in the order they run.
+func ReadinessCases() []string {
+	return []string{CaseModeManifests, CaseVolumesAcross, CaseOwnSocket, CaseServesAfterTerm}
+}
+
+// Readiness settings.
+const (
+	// acrossVolumes is how many inline volumes R2 publishes through the old
+	// instance.
+	acrossVolumes = 3
+	// minServeAfterTerm is how long R4 wants the driver to serve after
+	// SIGTERM ("a few seconds": the reference driver serves 5 s).
+	minServeAfterTerm = 3 * time.Second
+	// serveWatch bounds R4's watch of the terminating instance.
+	serveWatch = 10 * time.Second
+)
+
+// notJudged ends the case with VerdictNotJudged and why (what verify would
+// need): never pass.
+func (c *check) notJudged(format string, args ...any) {
+	c.verdict = VerdictNotJudged
+	msg := fmt.Sprintf(format, args...)
+	c.addNote(msg)
+	c.Logf("not judged: %s", msg)
+	panic(stop{})
+}
+
+// R1. The manifests, before anything rolls: a pod that binds a port on the
+// node cannot run beside its successor (the rollout stalls with the new
+// pod Pending); with the mode, maxSurge 0 or one CSI socket path for every
+// pod keep the mode from handing over. Without the mode: not judged, with
+// what the mode would need.
+func (s *suite) modeManifests(t *check) {
+	f := checkModeManifests(s.d.spec)
+	if f.Ports != "" {
+		s.blockRoll = f.Ports
+		t.Errorf("%s. See %s", f.Ports, ReadinessDoc)
+	}
+	for _, b := range f.Blocking {
+		t.Errorf("%s. See %s", b, ReadinessDoc)
+	}
+	if t.failed {
+		return
+	}
+	if len(f.Needs) > 0 {
+		t.notJudged("the manifests do not turn on the rolling-update mode; it would need: %s. See %s", strings.Join(f.Needs, "; "), ReadinessDoc)
+	}
+	t.Logf("no host port, a CSI socket per pod, a surge: the new pod can run beside the old one")
+}
+
+// socketFor is the driver's CSI socket of pod on the node.
+func (s *suite) socketFor(pod *corev1.Pod) string {
+	sock := s.d.spec.HostSocket
+	if sock == "" {
+		sock = s.d.spec.RegistrationPath
+	}
+	return driverspec.ExpandForPod(sock, pod, s.d.spec.Registrar)
+}
+
+// R2. A volume published through the old instance is unpublished through
+// the new one, as the kubelet does across a rollout: inline-volume pods run
+// (published by the instance registered now), the workload rolls until the
+// old pod is gone (the kubelet's endpoint is the new instance's), the pods
+// are deleted and the kubelet must tear their volumes down through the new
+// instance. NodeGetInfo must agree on both instances. It records the
+// driver's socket directory meanwhile for R3.
+func (s *suite) volumesAcross(t *check) {
+	ctx, n, _ := s.begin(t)
+	d := s.d
+	if s.blockRoll != "" {
+		t.Skipf("R1: %s", s.blockRoll)
+	}
+	if d.spec.Workload.OnDelete() {
+		t.notJudged("%s has updateStrategy OnDelete: a template change rolls out nothing", d.spec.Workload)
+	}
+	if why := s.inlineVolumes(ctx); why != "" {
+		t.notJudged("%s: verify publishes CSI inline volumes (a pod's spec.volumes[].csi naming the driver, no attributes); to judge it, the driver needs a CSIDriver with volumeLifecycleModes Ephemeral whose volumes need no attributes. What R2 checks by hand: publish a volume, roll the node plugin, delete the pod: the volume must be torn down. See %s", why, ReadinessDoc)
+	}
+	load := s.newMountLoad(t, ctx, []string{n})
+	pods := load.Client.CoreV1().Pods(load.Namespace)
+	var uids []string
+	for i := range acrossVolumes {
+		p, err := pods.Create(ctx, load.pod(fmt.Sprintf("across-%d", i), n), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids = append(uids, string(p.UID))
+	}
+	if why := s.awaitLoadRunning(ctx, load, acrossVolumes); why != "" {
+		t.notJudged("%s: verify cannot invent the volume attributes or the setup your driver needs for an inline volume. See %s", why, ReadinessDoc)
+	}
+	old := s.podOn(t, ctx, n)
+	oldSock := s.socketFor(old)
+	oldInfo, oldErr := s.askInstance(ctx, n, oldSock)
+	t.Logf("%d volumes published through the old instance (pod %s, socket %s)", acrossVolumes, old.Name, oldSock)
+
+	before, err := s.cl.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := map[types.UID]bool{}
+	for _, p := range before {
+		was[p.UID] = true
+	}
+	var samp *socketSampler
+	if d.spec.HostSocket != "" && perPod(d.spec.HostSocket) {
+		samp = s.sampleSockets(ctx, n, path.Dir(oldSock), old)
+	}
+	t0 := time.Now()
+	if err := s.patchTemplate(ctx, "readiness-"+t0.UTC().Format(time.RFC3339Nano)); err != nil {
+		t.Fatal(err)
+	}
+	done, err := s.awaitRolledOut(ctx, was, rolloutWait)
+	if err != nil {
+		if samp != nil {
+			samp.stop()
+		}
+		t.Fatal(err)
+	}
+	t.measure("template change -> rolled out (the old pod gone: the kubelet calls the new instance)", done.Sub(t0))
+	nw := s.podOn(t, ctx, n)
+	newSock := s.socketFor(nw)
+	if samp != nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second): // the old instance's exit
+		}
+		s.sockets = &socketRecord{samples: samp.stop(), old: path.Base(oldSock), new: path.Base(newSock), t0: t0}
+	}
+	newInfo, newErr := s.askInstance(ctx, n, newSock)
+	switch {
+	case oldErr != nil || newErr != nil:
+		t.Logf("NodeGetInfo not compared: old instance: %v; new instance: %v", oldErr, newErr)
+		t.addNote("NodeGetInfo not compared (verify cannot dial the node's sockets here)")
+	default:
+		if why := infoDiffers(oldInfo, newInfo); why != "" {
+			t.Errorf("NodeGetInfo disagrees between the instances (%s): the kubelet registered the node with the old one's answer and now calls the new one. Both instances must report the same node: derive the node ID and topology from the node, not from the process or the pod. See %s", why, ReadinessDoc)
+		} else {
+			t.Logf("NodeGetInfo agrees on both instances: node ID %q", newInfo.Node.GetNodeId())
+		}
+	}
+
+	deleted := time.Now()
+	if err := load.DeleteAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := load.AwaitNoPods(ctx, podWait); err != nil {
+		t.Fatal(err)
+	}
+	td, err := s.awaitPodDirsGone(ctx, map[string][]string{n: uids}, shortWait, deleted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(td.Left) > 0 {
+		t.Errorf("%s", acrossText(td))
+		return
+	}
+	t.Logf("the new instance (pod %s) unpublished the %d volumes the old instance (pod %s) published", nw.Name, acrossVolumes, old.Name)
+}
+
+// acrossText is R2's verdict: the driver's answer, its cause and the fix.
+func acrossText(td teardown) string {
+	codes := map[string]bool{}
+	for _, c := range td.Causes {
+		codes[c.Code] = true
+	}
+	answer := "did not tear down"
+	if len(codes) == 1 && td.Causes[0].Code != "" {
+		answer = "returned " + td.Causes[0].Code + " for"
+	}
+	msg := fmt.Sprintf("NodeUnpublishVolume on the new instance %s %d of %d volumes the old instance published", answer, len(td.Left), td.Of)
+	if c := causesByAnswer(td.Causes); len(c) > 0 {
+		msg += " (" + strings.Join(c, "; ") + ")"
+	} else {
+		msg += fmt.Sprintf(" within %s (the kubelet's log names no NodeUnpublishVolume error for them)", td.Within)
+	}
+	return msg + ": the driver keeps its volumes per instance; both instances must read and write the same node state. Fix: keep what NodeUnpublishVolume needs on the node (a hostPath directory both pods mount, or the mount table), read it on each call, not once at start; an unpublish of a target that is not mounted succeeds (NodeUnpublishVolume is idempotent). Until then each rollout leaves such volumes mounted (listed below with their cleanup). See " + ReadinessDoc
+}
+
+// awaitLoadRunning waits until want pods of load run; it returns why not
+// ("" when they do): a FailedMount event, or the pods' states.
+func (s *suite) awaitLoadRunning(ctx context.Context, l *mountLoad, want int) string {
+	var why string
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, podWait, true, func(ctx context.Context) (bool, error) {
+		ev, err := l.Client.CoreV1().Events(l.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		for _, e := range ev.Items {
+			if e.Reason == "FailedMount" {
+				why = fmt.Sprintf("the driver did not mount a CSI inline volume without attributes (pod %s: FailedMount: %s)", e.InvolvedObject.Name, e.Message)
+				return true, nil
+			}
+		}
+		pl, err := l.Client.CoreV1().Pods(l.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		running := 0
+		var states []string
+		for i := range pl.Items {
+			if pl.Items[i].Status.Phase == corev1.PodRunning {
+				running++
+			} else {
+				states = append(states, pl.Items[i].Name+": "+waitingReasons(&pl.Items[i]))
+			}
+		}
+		why = fmt.Sprintf("%d of %d pods with a CSI inline volume run within %s (%s)", running, want, podWait, strings.Join(states, "; "))
+		if running == want {
+			why = ""
+		}
+		return running == want, nil
+	})
+	return why
+}
+
+// askInstance asks one instance of the driver (its socket on node) what it
+// tells the kubelet; an error when this run cannot dial the node's sockets.
+func (s *suite) askInstance(ctx context.Context, node, sock string) (DriverInfo, error) {
+	if s.cl.Dialer == nil {
+		return DriverInfo{}, fmt.Errorf("the node's sockets cannot be dialed from here (verify --local-node-sockets on the node itself)")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return AskDriver(cctx, s.cl.Dialer, node, sock)
+}
+
+// infoDiffers says how two NodeGetInfo answers differ ("" when they agree).
+func infoDiffers(a, b DriverInfo) string {
+	var d []string
+	if a.Name != b.Name {
+		d = append(d, fmt.Sprintf("GetPluginInfo name %q, then %q", a.Name, b.Name))
+	}
+	if a.Node.GetNodeId() != b.Node.GetNodeId() {
+		d = append(d, fmt.Sprintf("node ID %q, then %q", a.Node.GetNodeId(), b.Node.GetNodeId()))
+	}
+	if a.Node.GetMaxVolumesPerNode() != b.Node.GetMaxVolumesPerNode() {
+		d = append(d, fmt.Sprintf("max volumes %d, then %d", a.Node.GetMaxVolumesPerNode(), b.Node.GetMaxVolumesPerNode()))
+	}
+	if ta, tb := fmt.Sprint(a.Node.GetAccessibleTopology().GetSegments()), fmt.Sprint(b.Node.GetAccessibleTopology().GetSegments()); ta != tb {
+		d = append(d, fmt.Sprintf("topology %s, then %s", ta, tb))
+	}
+	return strings.Join(d, "; ")
+}
+
+// readinessChosen reports whether a readiness case runs: chosen, or, when
+// no case is chosen, with manifests that turn the mode on.
+func (s *suite) readinessChosen(name string) bool {
+	if len(s.opt.Cases) == 0 {
+		return s.d.rolling()
+	}
+	return slices.Contains(s.opt.Cases, name)
+}

@@ -1,0 +1,146 @@
+package drivercases
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// socketSample is the driver's socket directory on the node at one moment,
+// and the old pod then.
+type socketSample struct {
+	at          time.Time
+	present     map[string]bool
+	oldDeleting bool // the old pod was deleted (its instance got SIGTERM) or gone
+}
+
+// socketRecord is what R2 saw of the socket directory during its rollout,
+// for R3.
+type socketRecord struct {
+	samples  []socketSample
+	old, new string // the instances' socket names
+	t0       time.Time
+}
+
+// socketSampler lists a socket directory on a node every 300 ms, with the
+// old pod's state read after each listing; its goroutine ends with stop,
+// after the listing in progress (an exec cut off midway logs noise), or
+// with the case's context.
+type socketSampler struct {
+	quit    chan struct{}
+	done    chan struct{}
+	samples []socketSample
+}
+
+func (x *socketSampler) stop() []socketSample {
+	close(x.quit)
+	<-x.done
+	return x.samples
+}
+
+func (s *suite) sampleSockets(ctx context.Context, node, dir string, old *corev1.Pod) *socketSampler {
+	x := &socketSampler{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(x.done)
+		for {
+			at := time.Now()
+			out, err := s.cl.Node.NodeSh(ctx, node, `find "$1" -mindepth 1 -maxdepth 1 -type s -printf '%f\n'`, dir)
+			if err == nil {
+				smp := socketSample{at: at, present: map[string]bool{}}
+				for _, f := range strings.Fields(out) {
+					smp.present[f] = true
+				}
+				p, gerr := s.cl.Client.CoreV1().Pods(old.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
+				smp.oldDeleting = apierrors.IsNotFound(gerr) || gerr == nil && (p.UID != old.UID || p.DeletionTimestamp != nil)
+				if gerr == nil || apierrors.IsNotFound(gerr) { // else the pod's state is unknown: no sample
+					x.samples = append(x.samples, smp)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-x.quit:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	return x
+}
+
+// judgeSockets says what R2's samples show against "each instance serves
+// and removes only its own CSI socket".
+func judgeSockets(r *socketRecord) []string {
+	var out []string
+	newSeen := false
+	for _, smp := range r.samples {
+		newSeen = newSeen || smp.present[r.new]
+		if !smp.present[r.old] && !smp.oldDeleting {
+			who := "something other than the old instance"
+			if newSeen {
+				who = "the new instance (its socket " + r.new + " was there)"
+			}
+			out = append(out, fmt.Sprintf("the old instance's socket %s disappeared at +%.1f s while its pod was still running and not deleted: %s removed a socket that is not its own, and the kubelet's calls to the old instance fail meanwhile. Fix: remove only your own socket (the path of your --endpoint), never the directory's other files. See %s",
+				r.old, smp.at.Sub(r.t0).Seconds(), who, ReadinessDoc))
+			break
+		}
+	}
+	if len(r.samples) == 0 {
+		return append(out, "no listing of the socket directory succeeded during the rollout")
+	}
+	last := r.samples[len(r.samples)-1]
+	if !last.present[r.new] {
+		out = append(out, fmt.Sprintf("the new instance's socket %s is not there after the rollout (present: %s). See %s", r.new, presentList(last), ReadinessDoc))
+	}
+	if last.oldDeleting && last.present[r.old] {
+		out = append(out, fmt.Sprintf("the old instance's socket %s is still there after its pod is gone: an instance must remove its own socket when it stops (sockets named by pod pile up in the directory). See %s", r.old, ReadinessDoc))
+	}
+	return out
+}
+
+func presentList(s socketSample) string {
+	var l []string
+	for k := range s.present {
+		l = append(l, k)
+	}
+	sort.Strings(l)
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}
+
+// R3. Each instance serves and removes only its own CSI socket: from R2's
+// rollout, the old instance's socket stays while the old pod runs (the new
+// instance did not remove it), the new one's is there at the end, the old
+// one's is gone once its pod is.
+func (s *suite) ownSocket(t *check) {
+	if s.blockRoll != "" {
+		t.Skipf("R1: %s", s.blockRoll)
+	}
+	d := s.d
+	switch {
+	case d.spec.HostSocket == "":
+		t.notJudged("the registrar's --csi-address is not on a hostPath volume: verify cannot find the driver's socket directory on the node. See %s", ReadinessDoc)
+	case !perPod(d.spec.HostSocket):
+		t.Errorf("the driver's CSI socket %s is one path for every pod: the new instance replaces the old one's socket while the old instance serves. Fix: a socket per pod (/csi/$(POD_UID).sock). See %s", d.spec.HostSocket, ReadinessDoc)
+		return
+	case !surges(d.spec.Workload):
+		t.notJudged("%s does not surge: two instances never run side by side on a node, so whose socket is whose cannot be seen. See %s", d.spec.Workload, ReadinessDoc)
+	case s.sockets == nil:
+		t.notJudged("%s did not roll the workload (its verdict says why); R3 reads its rollout", CaseVolumesAcross)
+	}
+	r := s.sockets
+	t.Logf("%d listings of %s during the rollout; old socket %s, new socket %s", len(r.samples), path.Dir(d.spec.HostSocket), r.old, r.new)
+	for _, p := range judgeSockets(r) {
+		s.socketThief = s.socketThief || strings.Contains(p, "not its own")
+		t.Errorf("%s", p)
+	}
+}

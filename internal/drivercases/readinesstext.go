@@ -1,0 +1,142 @@
+package drivercases
+
+import (
+	"bufio"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ReadinessText is the summary of the mode-readiness cases: per driver,
+// each case's verdict and what it found (the cause and the fix), or why it
+// is not judged; "" when none ran.
+func ReadinessText(runs []Result) string {
+	var b strings.Builder
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			if !slices.Contains(ReadinessCases(), c.Case) {
+				continue
+			}
+			if b.Len() == 0 {
+				b.WriteString("==== ready for the rolling-update mode? (" + ReadinessDoc + ")\n")
+			}
+			fmt.Fprintf(&b, "%s %s: %s\n", filepath.Base(r.Driver), c.Case, c.Verdict)
+			for _, f := range c.Findings {
+				fmt.Fprintf(&b, "    - %s\n", f)
+			}
+			if len(c.Findings) == 0 && c.Note != "" && c.Verdict != "pass" {
+				fmt.Fprintf(&b, "    - %s\n", c.Note)
+			}
+		}
+	}
+	return b.String()
+}
+
+// Expectation is one line of an expectation file: the outcome a case of a
+// driver must have (a non-compliant example's own cause).
+type Expectation struct {
+	Driver  string // the end of the -f path ("notready/memvolumes")
+	Case    string // a case name, or LeftOnTheNode
+	Verdict string // the verdict; for LeftOnTheNode how many volumes
+	Text    string // a text the case's findings or note must contain
+	Line    int
+}
+
+// LeftOnTheNode is the case name of an expectation on what the driver
+// left on the node (Verdict: how many volumes).
+const LeftOnTheNode = "left_on_the_node"
+
+// ParseExpectations reads an expectation file: one expectation a line,
+// "<driver> <case> <verdict> <text...>" (a verdict with a space, "not
+// judged", is written not_judged); # starts a comment.
+func ParseExpectations(text string) ([]Expectation, error) {
+	var out []Expectation
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			return nil, fmt.Errorf("line %d %q: want <driver> <case> <verdict> [text the finding contains]", n, line)
+		}
+		e := Expectation{Driver: f[0], Case: f[1], Verdict: strings.ReplaceAll(f[2], "_", " "), Line: n}
+		if len(f) > 3 {
+			e.Text = strings.Join(f[3:], " ")
+		}
+		if e.Case != LeftOnTheNode && !slices.Contains(append(Cases(), CaseDeployed, CaseUninstalled), e.Case) {
+			return nil, fmt.Errorf("line %d: case %q: want one of %s, %s, %s or %s", n, e.Case, strings.Join(Cases(), ", "), CaseDeployed, CaseUninstalled, LeftOnTheNode)
+		}
+		if e.Case == LeftOnTheNode {
+			if _, err := strconv.Atoi(e.Verdict); err != nil {
+				return nil, fmt.Errorf("line %d: %s wants a count of volumes, not %q", n, LeftOnTheNode, e.Verdict)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// CheckExpectations compares runs with the expectations: each expected
+// outcome must be there, and every case not expected must pass (or be
+// measured or not judged) with nothing left on the node. It returns what
+// differs (nothing: the runs are as expected).
+func CheckExpectations(runs []Result, exp []Expectation) []string {
+	var bad []string
+	used := make([]bool, len(exp))
+	find := func(driver, c string) int {
+		for i, e := range exp {
+			if e.Case == c && strings.HasSuffix(filepath.Clean(driver), filepath.Clean(e.Driver)) {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, r := range runs {
+		for _, c := range r.Cases {
+			i := find(r.Driver, c.Case)
+			if i < 0 {
+				if c.Verdict != "pass" && c.Verdict != verdictMeasured && c.Verdict != VerdictNotJudged {
+					bad = append(bad, fmt.Sprintf("%s %s: %s, not expected (%s)", r.Driver, c.Case, c.Verdict, strings.Join(append(c.Findings, c.Note), "; ")))
+				}
+				continue
+			}
+			used[i] = true
+			e := exp[i]
+			said := strings.Join(append(append([]string(nil), c.Findings...), c.Note), "\n")
+			switch {
+			case c.Verdict != e.Verdict:
+				bad = append(bad, fmt.Sprintf("%s %s: %s, expected %s (line %d): %s", r.Driver, c.Case, c.Verdict, e.Verdict, e.Line, said))
+			case !strings.Contains(said, e.Text):
+				bad = append(bad, fmt.Sprintf("%s %s: %s as expected, but its findings do not say %q (line %d): %s", r.Driver, c.Case, c.Verdict, e.Text, e.Line, said))
+			}
+		}
+		i := find(r.Driver, LeftOnTheNode)
+		switch {
+		case i < 0 && len(r.Left) > 0:
+			bad = append(bad, fmt.Sprintf("%s: %d volume(s) left on the node, not expected", r.Driver, len(r.Left)))
+		case i >= 0:
+			used[i] = true
+			if want, _ := strconv.Atoi(exp[i].Verdict); want != len(r.Left) {
+				bad = append(bad, fmt.Sprintf("%s: %d volume(s) left on the node, expected %d (line %d)", r.Driver, len(r.Left), want, exp[i].Line))
+			}
+		}
+	}
+	ran := func(e Expectation) bool {
+		for _, r := range runs {
+			if strings.HasSuffix(filepath.Clean(r.Driver), filepath.Clean(e.Driver)) {
+				return true
+			}
+		}
+		return false
+	}
+	for i, e := range exp {
+		if !used[i] && ran(e) {
+			bad = append(bad, fmt.Sprintf("line %d: %s %s %s: no such case ran", e.Line, e.Driver, e.Case, e.Verdict))
+		}
+	}
+	return bad
+}
