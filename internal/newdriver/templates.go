@@ -58,6 +58,8 @@ func (o Options) templateFiles() []struct{ tmpl, path string } {
 		{"manifests/in-process-kustomization.yaml.tmpl", "manifests/in-process/kustomization.yaml"},
 		{"manifests/in-process-daemonset-patch.yaml.tmpl", "manifests/in-process/daemonset-patch.yaml"},
 		{"manifests/in-process-register-args.yaml.tmpl", "manifests/in-process/register-args.yaml"},
+		{"manifests/without-rolling-update-kustomization.yaml.tmpl", "manifests/without-rolling-update/kustomization.yaml"},
+		{"manifests/without-rolling-update-patch.yaml.tmpl", "manifests/without-rolling-update/patch.yaml"},
 	}
 }
 
