@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,6 +56,12 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 
+	// The project builds where the generator's checkout is not: moved to
+	// another directory, the original removed, no file naming the checkout,
+	// go.mod complete as go mod tidy left it.
+	dir = moveProject(t, dir)
+	checkNoCheckoutPath(t, dir, checkout(t).Dir)
+	t.Setenv("GOFLAGS", "-mod=readonly")
 	goCmd(ctx, t, dir, "build", "./...")
 	goCmd(ctx, t, dir, "vet", "./...")
 	out := goCmd(ctx, t, dir, "test", "-count=1", "-run", "^(TestSanity|TestVersion|TestBadInput|TestProbeWithoutDriver|TestProbeEndpointFromEnvironment)$", "./...")
@@ -67,6 +74,53 @@ func TestGenerate(t *testing.T) {
 	checkRenamed(t, dir)
 	checkGoMod(t, dir)
 	checkManifests(t, dir)
+}
+
+// moveProject copies the project at dir to a new temporary directory,
+// removes dir and returns the copy.
+func moveProject(t *testing.T, dir string) string {
+	t.Helper()
+	to := filepath.Join(t.TempDir(), "elsewhere", filepath.Base(dir))
+	if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+// checkNoCheckoutPath: no file of the project names the checkout it was
+// generated from, and none is a symbolic link.
+func checkNoCheckoutPath(t *testing.T, dir, checkoutDir string) {
+	t.Helper()
+	if !filepath.IsAbs(checkoutDir) {
+		t.Fatalf("checkout %q is not absolute", checkoutDir)
+	}
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			t.Errorf("%s is a symbolic link", p)
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		if strings.Contains(string(b), checkoutDir) {
+			rel, _ := filepath.Rel(dir, p)
+			t.Errorf("%s names the checkout %s", rel, checkoutDir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d files, none naming %s", n, checkoutDir)
 }
 
 // goCmd runs the go command in dir and returns its output.
@@ -115,18 +169,22 @@ func checkRenamed(t *testing.T, dir string) {
 	}
 }
 
-// checkGoMod: the project requires csi-registrar, replaced by this checkout.
+// checkGoMod: the project requires csi-registrar, replaced by its copy in
+// third_party/, a module with csi-registrar's go.mod.
 func checkGoMod(t *testing.T, dir string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	for _, want := range []string{"module " + testModule + "\n", ModulePath + " " + checkoutVersion, "replace " + ModulePath + " => " + root + "\n"} {
+	for _, want := range []string{"module " + testModule + "\n", ModulePath + " " + checkoutVersion, "replace " + ModulePath + " => ./" + thirdPartyDir + "\n"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("go.mod does not contain %q:\n%s", want, b)
 		}
+	}
+	b, err = os.ReadFile(filepath.Join(dir, filepath.FromSlash(thirdPartyDir), "go.mod"))
+	if err != nil || !strings.HasPrefix(string(b), "module "+ModulePath+"\n") {
+		t.Errorf("%s/go.mod does not declare %s: %v", thirdPartyDir, ModulePath, err)
 	}
 }
 
@@ -315,5 +373,45 @@ func TestReleasedSource(t *testing.T) {
 	}
 	for p := range want {
 		t.Errorf("%s not generated", p)
+	}
+}
+
+// TestCheckoutSourceFiles: a project generated from a checkout names no
+// absolute path, carries the csi-registrar packages it imports (and no
+// test file of them) in third_party/, and its CI clones nothing.
+func TestCheckoutSourceFiles(t *testing.T) {
+	src := checkout(t)
+	o := Options{Module: testModule, Driver: testDriver, Dir: t.TempDir(), Source: src}
+	files, err := o.files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copied []string
+	for _, f := range files {
+		if strings.Contains(string(f.data), src.Dir) {
+			t.Errorf("%s names the checkout %s", f.path, src.Dir)
+		}
+		if rest, ok := strings.CutPrefix(f.path, thirdPartyDir+"/"); ok {
+			if strings.HasSuffix(rest, "_test.go") {
+				t.Errorf("%s: a test file copied", f.path)
+			}
+			copied = append(copied, path.Dir(rest))
+		}
+		if f.path == ".github/workflows/ci.yaml" && (strings.Contains(string(f.data), "repository:") || strings.Contains(string(f.data), "use-checkout")) {
+			t.Errorf("the CI workflow clones csi-registrar, which is not published:\n%s", f.data)
+		}
+	}
+	copied = slices.Compact(slices.Sorted(slices.Values(copied)))
+	// What the generated main and the renamed driver import, and what those import.
+	want := []string{".", "registrar", "registrar/csiplugin", "registrar/csiplugin/grpcserve", "registrar/csiplugin/sockfile"}
+	for _, w := range want {
+		if !slices.Contains(copied, w) {
+			t.Errorf("%s/%s not copied (copied: %v)", thirdPartyDir, w, copied)
+		}
+	}
+	for _, c := range copied {
+		if strings.HasPrefix(c, "stubdriver") || strings.HasPrefix(c, "cmd") || strings.HasPrefix(c, "internal") {
+			t.Errorf("%s/%s copied: the project does not import it", thirdPartyDir, c)
+		}
 	}
 }
