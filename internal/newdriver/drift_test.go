@@ -19,14 +19,14 @@ import (
 // allows what is under it). Anything else that differs fails
 // TestDaemonSetDrift: the generated manifests roll as csi-registrar's do.
 var driftAllowed = map[string]string{
-	"metadata.namespace": "the project's own namespace",
-	"metadata.labels":    "csi-registrar's labels name its release (component, instance, version)",
-	"spec.template.metadata.labels":                  "as metadata.labels",
-	"spec.template.spec.containers.0.image":          "the project's image; base runs the driver from the csi-registrar image",
-	"spec.template.spec.containers.0.command":        "base: /csi-registrar driver; the project's image has its binary as entrypoint",
-	"spec.template.spec.containers.0.args":           "base: --max-volumes-per-node=16, --v=2, its state dir; the project: --endpoint=$(CSI_ENDPOINT), --kubelet-pods-dir (checked in TestGenerate)",
-	"spec.template.spec.containers.0.env.2.name":     "the probe's socket: csi-registrar probe reads CSI_REGISTRAR_PROBE_CSI_ADDRESS, the project's -probe reads CSI_ENDPOINT",
-	"spec.template.spec.containers.0.env.2.value":    "as env.2.name (a path there, a unix:// URL here)",
+	"metadata.namespace":                                         "the project's own namespace",
+	"metadata.labels":                                            "csi-registrar's labels name its release (component, instance, version)",
+	"spec.template.metadata.labels":                              "as metadata.labels",
+	"spec.template.spec.containers.0.image":                      "the project's image; base runs the driver from the csi-registrar image",
+	"spec.template.spec.containers.0.command":                    "base: /csi-registrar driver; the project's image has its binary as entrypoint",
+	"spec.template.spec.containers.0.args":                       "base: --max-volumes-per-node=16, --v=2, its state dir; the project: --endpoint=$(CSI_ENDPOINT), --kubelet-pods-dir (checked in TestGenerate)",
+	"spec.template.spec.containers.0.env.2.name":                 "the probe's socket: csi-registrar probe reads CSI_REGISTRAR_PROBE_CSI_ADDRESS, the project's -probe reads CSI_ENDPOINT",
+	"spec.template.spec.containers.0.env.2.value":                "as env.2.name (a path there, a unix:// URL here)",
 	"spec.template.spec.containers.0.livenessProbe.exec.command": "each binary's own probe command; neither names a variable",
 	"spec.template.spec.containers.0.volumeMounts.2.mountPath":   "the state dir: /var/lib/<binary>/<driver>",
 	"spec.template.spec.volumes.3.hostPath.path":                 "as the state dir's mount",
@@ -179,4 +179,3 @@ func splitPath(p string) []string {
 	}
 	return append(out, p[start:])
 }
-
