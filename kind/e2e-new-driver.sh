@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make e2e-new-driver: what `make new-driver` writes works as written. A project is
-# generated into a temporary directory and its own targets run, with no file of it
-# edited: make build, make test, make image (docker if an engine answers, else
-# buildah), then this checkout's make e2e-driver on its manifests/ (the sidecar
+# generated into a temporary directory, copied to another one, and the original
+# removed; in a mount namespace where this checkout's path is an empty tmpfs (as on a
+# machine without it) the copy runs go mod tidy and its make build test. Then its own
+# targets run, with no file of it edited: make image (docker if an engine answers,
+# else buildah), then this checkout's make e2e-driver on its manifests/ (the sidecar
 # variant, with the csi-registrar image built here) and its image archive: the
 # local node, under the node lock for that step only. The directory is removed at
 # the end, pass or fail. Each step is timed; the times are printed at the end.
@@ -44,10 +46,40 @@ step() {
 # Makefile's image target would install it too, but only as root with apt).
 docker info >/dev/null 2>&1 || command -v buildah >/dev/null || bash kind/localnode/install-deps.sh buildah
 
-step "make new-driver" make --no-print-directory new-driver GO="$go" MODULE="$module" DRIVER="$driver" DIR="$proj"
-(cd "$proj" && find . -type f | sort | sed 's|^\./|  |')
-step "make build (generated)" nice -n 10 make -C "$proj" --no-print-directory build GO="$go"
-step "make test (generated)" nice -n 10 make -C "$proj" --no-print-directory test GO="$go"
+step "make new-driver" make --no-print-directory new-driver GO="$go" MODULE="$module" DRIVER="$driver" DIR="$tmp/generated"
+(cd "$tmp/generated" && find . -type f | sort | sed 's|^\./|  |')
+
+# The copy outside the checkout, which it must not need: no file names the
+# checkout's path, and in a mount namespace that hides the checkout (a tmpfs
+# over its path; the Go toolchain, module and build caches stay visible: they
+# are not in it) go mod tidy, make build and make test pass.
+checkout=$(pwd -P)
+case "$(cd "$tmp" && pwd -P)/" in "$checkout"/*)
+  echo "e2e-new-driver: TMPDIR=$TMPDIR is inside the checkout $checkout, which the copy's steps hide: use another" >&2; exit 2 ;;
+esac
+copy_out() {
+  mkdir -p "$(dirname "$proj")" && cp -a "$tmp/generated" "$proj" && rm -rf "$tmp/generated"
+  if grep -rlF -- "$checkout" "$proj"; then
+    echo "e2e-new-driver: the files above name the checkout $checkout" >&2
+    return 1
+  fi
+}
+hidden() {
+  # unshare -m: a private mount namespace (root, or unshare -rm elsewhere).
+  local u=(unshare -m)
+  [[ $(id -u) -eq 0 ]] || u=(unshare -rm)
+  "${u[@]}" bash -euo pipefail -c '
+    mount -t tmpfs -o size=1m,mode=0555 hidden "$1"
+    [[ -z "$(ls -A "$1")" ]] || { echo "the checkout $1 is still visible" >&2; exit 1; }
+    cd "$2"; shift 2
+    export GOWORK=off
+    "$@"' hidden "$checkout" "$proj" "$@"
+}
+proj=$tmp/elsewhere/$(basename "$module")
+step "copy outside the checkout" copy_out
+step "go mod tidy (copy, checkout hidden)" hidden "$go" mod tidy
+step "make build (copy, checkout hidden)" hidden nice -n 10 make --no-print-directory build GO="$go"
+step "make test (copy, checkout hidden)" hidden nice -n 10 make --no-print-directory test GO="$go"
 # buildah's storage in the temporary directory: removed with it.
 step "make image (generated)" nice -n 10 make -C "$proj" --no-print-directory image GO="$go" BUILDAH_ROOT="$tmp/buildah"
 # VERIFY_ARGS as for make e2e-driver (e.g. --registrar-logs=blocked). Its step

@@ -91,6 +91,13 @@ func (o Options) files() ([]file, error) {
 		return nil, err
 	}
 	files := append(renamed, other...)
+	if o.Source.checkout() {
+		copied, err := o.thirdParty(renamed, src.license)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, copied...)
+	}
 	files = append(files, storage,
 		file{path: "go.mod", data: o.goMod(src.goVersion), mode: 0o644},
 		file{path: "go.sum", data: src.goSum, mode: 0o644},
@@ -100,15 +107,17 @@ func (o Options) files() ([]file, error) {
 }
 
 // goMod is the project's go.mod before go mod tidy: the module, the Go
-// version of csi-registrar, and csi-registrar itself (replaced by the
-// checkout until a release exists). go mod tidy adds the rest at the
-// versions csi-registrar requires.
+// version of csi-registrar, and csi-registrar itself (replaced by the copy
+// in thirdPartyDir until a release exists: a relative path, so that the
+// project builds wherever it is). go mod tidy adds the rest at the versions
+// csi-registrar requires.
 func (o Options) goMod(goVersion string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "module %s\n\ngo %s\n\nrequire %s %s\n", o.Module, goVersion, ModulePath, o.Source.requiredVersion())
 	if o.Source.checkout() {
-		fmt.Fprintf(&b, "\n// Until csi-registrar is tagged: the checkout this project was generated\n"+
-			"// from (README.md, \"Moving to a release of csi-registrar\").\nreplace %s => %s\n", ModulePath, o.Source.Dir)
+		fmt.Fprintf(&b, "\n// Until csi-registrar is tagged: the copy of its packages this project imports\n"+
+			"// (README.md, \"Moving to a release of csi-registrar\"; make use-checkout points\n"+
+			"// it at a checkout).\nreplace %s => ./%s\n", ModulePath, thirdPartyDir)
 	}
 	return b.Bytes()
 }

@@ -138,23 +138,64 @@ func (o Options) validate() error {
 	return validateDir(o.Dir)
 }
 
-// validateSockets checks that both sockets of the driver fit a unix socket
-// address under the kubelet directory.
+// validateSockets checks that every socket the generated manifests name
+// fits a unix socket address (csiplugin.MaxSocketPathLength bytes) under the
+// kubelet directory: the rolling-update mode's (manifests/, in-process/) and
+// the shared csi.sock of manifests/without-rolling-update/.
+//
+// The rule for long driver names: the CSI socket per pod,
+// <kubelet-dir>/plugins/<driver>/<pod UID>.sock, is the longest, 33 bytes
+// longer than csi.sock (a UID is 36 bytes). Under /var/lib/kubelet it
+// fits a driver name of up to 40 bytes; each byte the kubelet directory is
+// longer takes one from the name. The announcement sockets shorten long
+// names themselves (csiplugin.RollingUpdatePrefix).
 func (o Options) validateSockets() error {
 	if !filepath.IsAbs(o.kubeletDir()) {
 		return bad("kubelet directory (-kubelet-dir)", o.KubeletDir, "must be an absolute path", "e.g. "+csiplugin.DefaultKubeletDir)
 	}
-	csiSocket, regDir := o.socketPaths()
-	regSocket := filepath.Join(regDir, o.Driver+csiplugin.RegistrationSocketSuffix)
-	for _, s := range []struct{ what, path string }{{"registration socket", regSocket}, {"CSI socket", csiSocket}} {
-		if over := len(s.path) - csiplugin.MaxSocketPathLength; over > 0 {
-			return bad("driver name (-driver, DRIVER=)", o.Driver,
-				fmt.Sprintf("its %s %s is %d bytes long, a unix socket path holds at most %d",
-					s.what, s.path, len(s.path), csiplugin.MaxSocketPathLength),
-				fmt.Sprintf("choose a driver name at least %d bytes shorter, or a shorter kubelet directory", over))
+	for _, s := range o.hostSockets() {
+		over := len(s.path) - csiplugin.MaxSocketPathLength
+		if over <= 0 {
+			continue
 		}
+		fix := fmt.Sprintf("choose a driver name at least %d bytes shorter, or a shorter kubelet directory", over)
+		if s.perPod {
+			fix = fmt.Sprintf("choose a driver name of at most %d bytes (this one is %d): under %s the CSI socket per pod "+
+				"of the rolling-update mode, 33 bytes longer than csi.sock, fits no longer name; or a shorter kubelet directory",
+				len(o.Driver)-over, len(o.Driver), o.kubeletDir())
+		}
+		return bad("driver name (-driver, DRIVER=)", o.Driver,
+			fmt.Sprintf("its %s %s is %d bytes long, a unix socket path holds at most %d",
+				s.what, s.path, len(s.path), csiplugin.MaxSocketPathLength), fix)
 	}
 	return nil
+}
+
+// podUIDPlaceholder stands for a pod's UID in a socket path: a UID is 36
+// bytes (8-4-4-4-12 hex digits).
+const podUIDPlaceholder = "00000000-0000-0000-0000-000000000000"
+
+// maxAnnouncementVersion is the longest version an announcement socket's
+// name carries (13 digits), as csi-registrar's registrar allows for.
+const maxAnnouncementVersion = 9_999_999_999_999
+
+type hostSocket struct {
+	what, path string
+	perPod     bool // named by the pod's UID
+}
+
+// hostSockets are the sockets on the host the generated manifests name, each
+// at its longest, the longest first.
+func (o Options) hostSockets() []hostSocket {
+	csiSocket, regDir := o.socketPaths()
+	sockDir := filepath.Dir(csiSocket)
+	return []hostSocket{
+		{"CSI socket per pod (rolling-update mode)", filepath.Join(sockDir, podUIDPlaceholder+".sock"), true},
+		{"announcement socket (rolling-update mode)", filepath.Join(regDir,
+			csiplugin.RollingUpdateSocketName(o.Driver, strings.Repeat("f", csiplugin.InstanceIDLength), maxAnnouncementVersion)), false},
+		{"registration socket", filepath.Join(regDir, o.Driver+csiplugin.RegistrationSocketSuffix), false},
+		{"CSI socket (without-rolling-update/)", csiSocket, false},
+	}
 }
 
 // validateDir checks that dir is given and is absent or an empty directory.

@@ -16,8 +16,9 @@ type templateData struct {
 	Module, Driver, Package, Binary string
 	KubeletDir                      string // the kubelet's root directory
 	SocketDir, CSISocket, RegDir    string // the driver's socket directory and socket, plugins_registry
-	Replace                         bool   // go.mod replaces csi-registrar with Checkout
-	Checkout                        string // the source checkout, or "../csi-registrar" for a release
+	Replace                         bool   // go.mod replaces csi-registrar with the copy in ThirdParty
+	ThirdParty                      string // the copy's directory, relative to the project
+	Checkout                        string // the default of the Makefile's CSI_REGISTRAR: relative, never the generator's checkout
 	Version                         string // the csi-registrar version required
 	Ref, RefComment                 string // the csi-registrar ref CI checks out, and why
 }
@@ -27,12 +28,8 @@ func (o Options) templateData() templateData {
 	d := templateData{
 		Module: o.Module, Driver: o.Driver, Package: o.packageName(), Binary: o.Binary(),
 		KubeletDir: o.kubeletDir(), SocketDir: filepath.Dir(csiSocket), CSISocket: csiSocket, RegDir: regDir,
-		Replace: o.Source.checkout(), Checkout: o.Source.Dir, Version: o.Source.requiredVersion(),
-		Ref: "main", RefComment: "main until csi-registrar is tagged: then the tag go.mod requires",
-	}
-	if !d.Replace {
-		d.Checkout = "../csi-registrar"
-		d.Ref, d.RefComment = o.Source.Version, "the version go.mod requires"
+		Replace: o.Source.checkout(), ThirdParty: thirdPartyDir, Checkout: "../csi-registrar", Version: o.Source.requiredVersion(),
+		Ref: o.Source.Version, RefComment: "the version go.mod requires",
 	}
 	return d
 }
@@ -58,6 +55,8 @@ func (o Options) templateFiles() []struct{ tmpl, path string } {
 		{"manifests/in-process-kustomization.yaml.tmpl", "manifests/in-process/kustomization.yaml"},
 		{"manifests/in-process-daemonset-patch.yaml.tmpl", "manifests/in-process/daemonset-patch.yaml"},
 		{"manifests/in-process-register-args.yaml.tmpl", "manifests/in-process/register-args.yaml"},
+		{"manifests/without-rolling-update-kustomization.yaml.tmpl", "manifests/without-rolling-update/kustomization.yaml"},
+		{"manifests/without-rolling-update-patch.yaml.tmpl", "manifests/without-rolling-update/patch.yaml"},
 	}
 }
 

@@ -45,9 +45,12 @@ func TestBadInput(t *testing.T) {
 		{"non-empty directory", func(o *Options) { o.Dir = full },
 			[]string{full, "must be empty or not exist", "notes.txt", "nothing is overwritten"}},
 		{"no directory", func(o *Options) { o.Dir = "" }, []string{"directory", "must not be empty"}},
-		{"registration socket too long", func(o *Options) { o.Driver, o.KubeletDir = longName, longKubelet },
-			[]string{longName, longKubelet + "/plugins_registry/" + longName + "-reg.sock", "is 130 bytes long, a unix socket path holds at most 107",
-				"at least 23 bytes shorter"}},
+		{"CSI socket per pod too long", func(o *Options) { o.Driver, o.KubeletDir = longName, longKubelet },
+			[]string{longName, longKubelet + "/plugins/" + longName + "/" + podUIDPlaceholder + ".sock", "is 154 bytes long, a unix socket path holds at most 107",
+				"at most 15 bytes (this one is 62)", "33 bytes longer than csi.sock"}},
+		{"CSI socket per pod too long at the default kubelet directory", func(o *Options) { o.Driver = strings.Repeat("a", 29) + ".example.com" },
+			[]string{"/var/lib/kubelet/plugins/" + strings.Repeat("a", 29) + ".example.com/" + podUIDPlaceholder + ".sock", "is 108 bytes long",
+				"at most 40 bytes (this one is 41)"}},
 		{"package name of an import", func(o *Options) { o.Package = "registrar" },
 			[]string{`"registrar"`, "already a name in the driver's", "-package"}},
 		{"package name that is a keyword", func(o *Options) { o.Package = "func" }, []string{`"func"`, "keyword"}},
@@ -95,12 +98,43 @@ func listDir(t *testing.T, dir string) string {
 	return strings.Join(names, ",")
 }
 
-// The longest driver name fits the default kubelet directory: the socket
-// check matters only for a longer one.
-func TestSocketPathsDefaultKubeletDir(t *testing.T) {
-	o := Options{Module: "example.com/mydriver", Driver: strings.Repeat("a", 51) + ".example.com"}
-	if err := o.validateSockets(); err != nil {
-		t.Errorf("a 63-character name under %s: %v", csiplugin.DefaultKubeletDir, err)
+// Every socket the manifests name, at its longest, for the longest driver
+// name that fits each kubelet directory: 40 bytes under the default one,
+// 15 under microk8s' (the CSI socket per pod decides). One byte more fails.
+func TestSocketPathsLongestDriverName(t *testing.T) {
+	for _, tc := range []struct {
+		kubeletDir string
+		longest    int
+	}{
+		{"", 40},
+		{"/var/lib/k0s/kubelet", 36},
+		{"/var/snap/microk8s/common/var/lib/kubelet", 15},
+	} {
+		name := func(n int) string { return strings.Repeat("a", n-len(".io")) + ".io" }
+		o := Options{Module: "example.com/mydriver", Driver: name(tc.longest), KubeletDir: tc.kubeletDir}
+		if err := o.validateSockets(); err != nil {
+			t.Errorf("a %d-byte name under %q: %v", tc.longest, o.kubeletDir(), err)
+		}
+		for _, s := range o.hostSockets() {
+			if len(s.path) > csiplugin.MaxSocketPathLength {
+				t.Errorf("%s %s is %d bytes", s.what, s.path, len(s.path))
+			}
+		}
+		o.Driver = name(tc.longest + 1)
+		if err := o.validateSockets(); err == nil || !strings.Contains(err.Error(), "CSI socket per pod") {
+			t.Errorf("a %d-byte name under %q: %v, want the CSI socket per pod too long", tc.longest+1, o.kubeletDir(), err)
+		}
+	}
+}
+
+// The announcement sockets carry at most RollingUpdatePrefixMax bytes of the
+// name: under the default kubelet directory they fit the longest name.
+func TestAnnouncementSocketLongestName(t *testing.T) {
+	o := Options{Driver: strings.Repeat("a", 59) + ".com"}
+	for _, s := range o.hostSockets() {
+		if strings.HasPrefix(s.what, "announcement") && len(s.path) > csiplugin.MaxSocketPathLength {
+			t.Errorf("%s %s is %d bytes", s.what, s.path, len(s.path))
+		}
 	}
 }
 
