@@ -48,7 +48,8 @@ func ParseHelp(help string) map[string]FlagHelp {
 	return flags
 }
 
-// FlagClaim is a default the documentation states for a flag.
+// FlagClaim is a default the documentation states for a flag, or (a flag
+// table's row with an empty default cell) that the flag exists.
 type FlagClaim struct {
 	File     string
 	Line     int
@@ -122,9 +123,6 @@ func FlagClaims(path string) ([]FlagClaim, error) {
 		case strings.Trim(line, "|-: \t") == "": // the header's underline
 		case max(flagCol, dfCol) < len(cells):
 			df := cells[dfCol]
-			if df == "" {
-				continue
-			}
 			var values []string
 			for _, m := range spanText.FindAllStringSubmatch(df, -1) {
 				values = append(values, m[1])
@@ -139,9 +137,8 @@ func FlagClaims(path string) ([]FlagClaim, error) {
 				if strings.EqualFold(df, "required") {
 					c.Required, c.Values = true, nil
 				}
-				if c.Required || len(values) > 0 {
-					claims = append(claims, c)
-				}
+				// An empty default cell claims only that the flag exists.
+				claims = append(claims, c)
 			}
 		}
 	}
@@ -174,6 +171,9 @@ func (c FlagClaim) Check(helps map[string]map[string]FlagHelp) error {
 		if !ok {
 			continue
 		}
+		if !c.Required && len(c.Values) == 0 {
+			return nil
+		}
 		if c.Required {
 			if !f.Required {
 				return fmt.Errorf("%s: --%s is documented as required, but `csi-registrar %s --help` does not say so (default %q)", c, c.Flag, cmd, f.Default)
@@ -193,9 +193,9 @@ func (c FlagClaim) Check(helps map[string]map[string]FlagHelp) error {
 			c, c.Flag, strings.Join(c.Values, `", "`), cmd, shown)
 	}
 	if c.Command == "" {
-		return fmt.Errorf("%s: --%s, whose default the documentation states, is a flag of no csi-registrar command", c, c.Flag)
+		return fmt.Errorf("%s: --%s, in the documentation's flag table, is a flag of no csi-registrar command: correct or remove it", c, c.Flag)
 	}
-	return fmt.Errorf("%s: --%s, whose default the documentation states, is not a flag of `csi-registrar %s`", c, c.Flag, c.Command)
+	return fmt.Errorf("%s: --%s, in the documentation's flag table, is not a flag of `csi-registrar %s`: correct or remove it", c, c.Flag, c.Command)
 }
 
 // sameDefault reports whether a stated default v is what --help shows:
@@ -320,4 +320,18 @@ func (c MakeClaim) Check(targets map[string]bool) error {
 	}
 	slices.Sort(known)
 	return fmt.Errorf("%s: `make %s`, but `make help` lists no target %s (it lists: %s)", c, c.Target, c.Target, strings.Join(known, " "))
+}
+
+// Undocumented returns the flags of help (a command's --help, parsed) that
+// no claim names, sorted; --help itself is left out.
+func Undocumented(help map[string]FlagHelp, claims []FlagClaim) []string {
+	var out []string
+	for name := range help {
+		if name == "help" || slices.ContainsFunc(claims, func(c FlagClaim) bool { return c.Flag == name }) {
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }

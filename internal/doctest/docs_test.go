@@ -271,4 +271,21 @@ func TestDocsClaims(t *testing.T) {
 		nFlags, nTargets = nFlags+len(fc), nTargets+len(mc)
 	}
 	t.Logf("%d flag defaults and %d make targets named in %d files, checked", nFlags, nTargets, len(files))
+
+	// Every flag of register is in the README's table or operating.md's.
+	var registerClaims []doctest.FlagClaim
+	for _, f := range []string{"README.md", "docs/operating.md"} {
+		fc, err := doctest.FlagClaims(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range fc {
+			if c.Command == "register" || c.Command == "" {
+				registerClaims = append(registerClaims, c)
+			}
+		}
+	}
+	if missing := doctest.Undocumented(helps["register"], registerClaims); len(missing) > 0 {
+		t.Errorf("flags of `csi-registrar register --help` in no flag table of README.md or docs/operating.md: %q: add a row with the default and meaning", missing)
+	}
 }

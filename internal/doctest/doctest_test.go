@@ -215,8 +215,9 @@ func TestClaimsCaught(t *testing.T) {
 		"| `--timeout` | `1s` | right |\n" +
 		"| `--kubelet-wait` | `3m` | wrong |\n" +
 		"| `--kubelet-registration-path` | required | right |\n" +
-		"| `--mode` | | no claim |\n" +
-		"| `--no-such-flag` | `1` | not a flag |\n\n" +
+		"| `--mode` | | listed: exists |\n" +
+		"| `--no-such-flag` | `1` | not a flag |\n" +
+		"| `--gone-flag` | | listed, not a flag |\n\n" +
 		"`--registration-retry-max` (5 min by default), `--connection-timeout=1s`, the default.\n\n" +
 		"Run `make test`, then `make no-such-target K8S=1.34`; not `make local-*`.\n\n" +
 		"```sh illustrative\nmake -n bench   # make sure\nmake -C ../mydriver verify   # another Makefile's target: not checked\n```\n"})
@@ -237,8 +238,15 @@ func TestClaimsCaught(t *testing.T) {
 			t.Logf("caught: %v", err)
 		}
 	}
-	if got, want := strings.Join(wrong, " "), "kubelet-wait no-such-flag connection-timeout"; got != want {
+	if got, want := strings.Join(wrong, " "), "kubelet-wait no-such-flag gone-flag connection-timeout"; got != want {
 		t.Errorf("flags caught = %q, want %q (of %d claims)", got, want, len(claims))
+	}
+	if got := doctest.Undocumented(help, claims); len(got) != 0 {
+		t.Errorf("every flag of the help is in the table, but %q are called undocumented", got)
+	}
+	help["enable-pprof"] = parseHelpOf(t, "   --enable-pprof   also serve /debug/pprof/ (default: false) [$X]\n")["enable-pprof"]
+	if got := strings.Join(doctest.Undocumented(help, claims), " "); got != "enable-pprof" {
+		t.Errorf("undocumented flags = %q, want enable-pprof", got)
 	}
 
 	mc, err := doctest.MakeClaims(filepath.Join(dir, "p.md"))
