@@ -243,7 +243,15 @@ fi
 
 trap 'echo "up.sh failed: logs in $LOG_DIR; kind/localnode/down.sh cleans up" >&2' ERR
 
-step "starting etcd"
+etcd_now=$(etcd_version "$(bin_path etcd)")
+[[ -n "$etcd_now" ]] || die "$(bin_path etcd) does not print its version: rebuild it with kind/localnode/build.sh --force"
+if [[ -e "$DATA_DIR/etcd/member" ]] && ! why=$(etcd_data_readable "$etcd_now"); then
+  # Only this node's own data dir (in its cache dir): the cluster state goes, certificates
+  # and images stay; the kubelet registers the node again.
+  step "etcd data in $DATA_DIR/etcd was $why; etcd $etcd_now cannot read it: purging it"
+  rm -rf "$DATA_DIR/etcd" "$ETCD_VERSION_FILE"
+fi
+step "starting etcd $etcd_now"
 mkdir -p "$DATA_DIR/etcd"
 chmod 700 "$DATA_DIR/etcd"
 start_daemon etcd --name localnode --data-dir "$DATA_DIR/etcd" \
@@ -251,6 +259,7 @@ start_daemon etcd --name localnode --data-dir "$DATA_DIR/etcd" \
   --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
   --initial-cluster localnode=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
 wait_daemon etcd 30 etcd_ok
+echo "$etcd_now" >"$ETCD_VERSION_FILE"
 
 step "starting containerd"
 start_daemon containerd --config "$ETC_DIR/containerd.toml"
