@@ -16,7 +16,12 @@ LOG_DIR="$LOCALNODE_CACHE/logs"
 PKI_DIR="$LOCALNODE_CACHE/pki"
 ETC_DIR="$LOCALNODE_CACHE/etc"
 DATA_DIR="$LOCALNODE_CACHE/data"   # etcd, containerd root: wiped by down.sh --purge
-ETCD_VERSION_FILE="$DATA_DIR/etcd.version" # the etcd that last ran on data/etcd (up.sh writes it)
+ETCD_DATA="$DATA_DIR/etcd-pinned"       # the data of the etcd Kubernetes pins (build.sh builds it)
+ETCD_VERSION_FILE="$ETCD_DATA.version"   # the etcd that last ran on it (up.sh writes it)
+# Debian's etcd 3.4 kept its data in data/etcd: no etcd that Kubernetes 1.34+ pins reads it.
+# (A clone of an older commit may still run that etcd there: separate directories keep
+# either etcd from starting on the other's data.)
+ETCD34_DATA="$DATA_DIR/etcd"
 STATE_DIR="$LOCALNODE_CACHE/state" # what up.sh changed on the host, so down.sh can undo it
 IMAGES_DIR="$LOCALNODE_CACHE/images"
 MANIFESTS_DIR="$LOCALNODE_CACHE/manifests" # kubelet staticPodPath
@@ -249,15 +254,14 @@ build_is_current() {
 etcd_pinned() { awk -v m="$ETCD_PKG" '$1 == m {sub(/^v/, "", $2); print $2}' "$K8SBUILD_DIR/go.mod"; }
 etcd_version() { "$1" --version 2>/dev/null | sed -n 's/^etcd Version: //p'; }
 
-# etcd_data_readable VERSION: etcd VERSION can start on DATA_DIR/etcd: the etcd that wrote it
+# etcd_data_readable VERSION: etcd VERSION can start on ETCD_DATA: the etcd that wrote it
 # had the same minor version or the one before (etcd upgrades one minor at a time and
-# never downgrades by itself). Otherwise prints what wrote it. No marker: Debian's etcd
-# 3.4, which the local node ran before it built its own.
+# never downgrades by itself). Otherwise prints what wrote it.
 etcd_data_readable() {
   local now=$1 was
   was=$(cat "$ETCD_VERSION_FILE" 2>/dev/null) || true
   if [[ ! "$was" =~ ^([0-9]+)\.([0-9]+)\. ]]; then
-    echo "written by an etcd that left no readable version in $ETCD_VERSION_FILE (before it built its own, the local node ran Debian's 3.4)"
+    echo "written by an etcd that left no readable version in $ETCD_VERSION_FILE"
     return 1
   fi
   local maj=${BASH_REMATCH[1]} min=${BASH_REMATCH[2]}
