@@ -29,8 +29,9 @@ const watchBound = 2 * time.Second
 // once. The API server serves it from its watch cache once that cache has
 // reached etcd's current revision, which it learns from the progress
 // notifications it asks etcd for: etcd 3.4 (Debian's, which the local node
-// ran before) gives none, and the API server answers `504 Too large resource
-// version` after 3 s; clients that watch without listing first stall on it.
+// ran before) gives none, and after 3 s the API server ends the stream with
+// an ERROR event, `504 Too large resource version` (or answers 504 at once);
+// clients that watch without listing first stall on it.
 // One plain HTTP request, no client-go watch: client-go retries a 504 that
 // carries Retry-After, which would hide it.
 func TestWatchWithoutResourceVersion(t *testing.T) {
@@ -79,19 +80,26 @@ func TestWatchWithoutResourceVersion(t *testing.T) {
 		t.Fatalf("GET %s: %s after %s, want 200 and a stream: %s (an etcd without progress notifications on request, older than 3.5.24?)",
 			u, resp.Status, opened.Round(time.Millisecond), bytes.TrimSpace(body))
 	}
+	// An event's object: the CSINode, or for an ERROR event a Status.
 	var ev struct {
 		Type   string `json:"type"`
 		Object struct {
 			Kind     string            `json:"kind"`
 			Metadata metav1.ObjectMeta `json:"metadata"`
+			Code     int               `json:"code"`
+			Message  string            `json:"message"`
 		} `json:"object"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil {
 		t.Fatalf("GET %s: 200 after %s, then no event: %v after %s", u, opened.Round(time.Millisecond), err, time.Since(start).Round(time.Millisecond))
 	}
 	first := time.Since(start)
+	if ev.Type == "ERROR" {
+		t.Fatalf("GET %s: 200 after %s, then after %s an ERROR event: %d %s; want ADDED CSINode %q (an etcd without progress notifications on request, older than 3.5.24?)",
+			u, opened.Round(time.Millisecond), first.Round(time.Millisecond), ev.Object.Code, ev.Object.Message, node)
+	}
 	if ev.Type != "ADDED" || ev.Object.Kind != "CSINode" || ev.Object.Metadata.Name != node {
-		t.Fatalf("GET %s: first event %s %s %q, want ADDED CSINode %q", u, ev.Type, ev.Object.Kind, ev.Object.Metadata.Name, node)
+		t.Fatalf("GET %s: first event %s %s %q after %s, want ADDED CSINode %q", u, ev.Type, ev.Object.Kind, ev.Object.Metadata.Name, first.Round(time.Millisecond), node)
 	}
 	if first > watchBound {
 		t.Fatalf("GET %s: 200 after %s, first event after %s, want it within %s", u, opened.Round(time.Millisecond), first.Round(time.Millisecond), watchBound)
