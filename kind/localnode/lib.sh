@@ -251,7 +251,7 @@ build_is_current() {
 
 # etcd_pinned: the etcd version k8sbuild/<minor>/go.mod requires (3.7.0), as `etcd --version`
 # prints it. etcd_version BIN: the version BIN prints.
-etcd_pinned() { awk -v m="$ETCD_PKG" '$1 == m {sub(/^v/, "", $2); print $2}' "$K8SBUILD_DIR/go.mod"; }
+etcd_pinned() { local v; v=$(gomod_required "$K8SBUILD_DIR/go.mod" "$ETCD_PKG") && echo "${v#v}"; }
 etcd_version() { "$1" --version 2>/dev/null | sed -n 's/^etcd Version: //p'; }
 
 # etcd_data_readable VERSION: etcd VERSION can start on ETCD_DATA: the etcd that wrote it
