@@ -4,8 +4,9 @@
 
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 # etcd's main package: the root of its server module, which k8sbuild/<minor>/ requires at
-# the version that Kubernetes release pins (Kubernetes needs etcd >= 3.5.24: progress
-# notifications on request; Debian's 3.4 answers a watch without resourceVersion with 504).
+# the version that Kubernetes release pins (1.34-1.37 want etcd >= 3.5.24; on Debian's 3.4,
+# which sends no progress notification on request, the API server ends a watch without
+# resourceVersion on an idle resource with 504 after 3 s).
 ETCD_PKG=go.etcd.io/etcd/server/v3
 # What the node runs from build.sh's output.
 NODE_BINS=("${K8S_BINS[@]}" etcd)
