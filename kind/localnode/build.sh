@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl
-# from k8s.io/kubernetes through the Go module proxy (nested module k8sbuild/<minor>/),
-# into the version-keyed cache dir. Skips when the binaries are already current.
+# from k8s.io/kubernetes, and etcd at the version that release pins (go.etcd.io/etcd/server/v3),
+# through the Go module proxy (nested module k8sbuild/<minor>/), into the version-keyed
+# cache dir. Skips when the binaries are already current.
 #   build.sh [--force] [--with-kind]
 # --with-kind also builds kubeadm and kube-proxy (the kind node image, kind/nodeimage/),
 # in the same go build, cache dir and stamp: the five shared ones come from the build cache.
@@ -13,7 +14,7 @@ source "$here/env.sh"
 source "$here/lib.sh"
 
 force=0
-bins=("${K8S_BINS[@]}")
+bins=("${NODE_BINS[@]}")
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
@@ -30,7 +31,7 @@ for b in "${K8S_KIND_BINS[@]}"; do
   [[ -x "$LOCALNODE_BIN/$b" && " ${bins[*]} " != *" $b "* ]] && bins+=("$b")
 done
 if [[ $force == 0 ]] && build_is_current "${bins[@]}"; then
-  echo "build: Kubernetes $K8S_VERSION binaries are current in $LOCALNODE_BIN (${bins[*]})"
+  echo "build: Kubernetes $K8S_VERSION binaries and etcd $(etcd_pinned) are current in $LOCALNODE_BIN (${bins[*]})"
   exit 0
 fi
 command -v go >/dev/null || die "go is not installed"
@@ -38,16 +39,23 @@ command -v go >/dev/null || die "go is not installed"
 cd "$K8SBUILD_DIR"
 ldflags=$(k8s_ldflags)
 
+[[ -n "$(etcd_pinned)" ]] || die "$K8SBUILD_DIR/go.mod does not require $ETCD_PKG: regenerate it with kind/localnode/k8sbuild/gen-gomod.sh $K8S_VERSION"
 pkgs=()
-for b in "${bins[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+for b in "${bins[@]}"; do
+  if [[ $b == etcd ]]; then pkgs+=("$ETCD_PKG"); else pkgs+=("k8s.io/kubernetes/cmd/$b"); fi
+done
 tmp="$LOCALNODE_CACHE/bin.tmp"
 rm -rf "$tmp" && mkdir -p "$tmp" "$LOCALNODE_BIN"
-echo "build: go build ${bins[*]} ($K8S_VERSION, GOCACHE=$(go env GOCACHE), GOMODCACHE=$(go env GOMODCACHE))"
+echo "build: go build ${bins[*]} ($K8S_VERSION, etcd $(etcd_pinned), GOCACHE=$(go env GOCACHE), GOMODCACHE=$(go env GOMODCACHE))"
 still_compiling build
 # One go build for all of them: shared packages compile once, both cores stay busy.
+# (etcd's version is a constant of its api module; the -X flags do not touch it.)
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+# go build names etcd's binary after its package path without the /v3: server.
+[[ ! -e "$tmp/server" ]] || mv -f "$tmp/server" "$tmp/etcd"
 for b in "${bins[@]}"; do mv -f "$tmp/$b" "$LOCALNODE_BIN/$b"; done
 rmdir "$tmp"
 build_stamp >"$LOCALNODE_BIN/.stamp"
 "$LOCALNODE_BIN/kubelet" --version
+echo "etcd $(etcd_version "$LOCALNODE_BIN/etcd")"
 echo "build: done in $(elapsed)s -> $LOCALNODE_BIN"

@@ -16,7 +16,12 @@ LOCALNODE_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # A pre-release is used only when named in full (K8S=1.38.0-alpha.0): its folder
 # k8sbuild/pre-<minor>/ is never the default, nor one of the supported versions.
 k8s_minor_dirs() { (cd "$LOCALNODE_SRC/k8sbuild" && ls -d 1.*/ 2>/dev/null | tr -d / | sort -V); }
-k8s_pinned() { awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$LOCALNODE_SRC/k8sbuild/$1/go.mod"; }
+# gomod_required GO.MOD MODULE: the version GO.MOD requires of MODULE, on a `require` line
+# of its own or in a `require (...)` block.
+gomod_required() {
+  awk -v m="$2" '$1 == "require" && $2 == m {print $3; exit} $1 == m && $2 ~ /^v/ {print $2; exit}' "$1"
+}
+k8s_pinned() { gomod_required "$LOCALNODE_SRC/k8sbuild/$1/go.mod" k8s.io/kubernetes; }
 if [[ -n "${LOCALNODE_K8S_VERSION:-}" ]]; then
   K8S_VERSION=$LOCALNODE_K8S_VERSION
 else

@@ -6,7 +6,6 @@
 set -euo pipefail
 
 NODE_PKGS=(
-  etcd-server                 # etcd for the apiserver
   containerd runc             # container runtime (ctr comes with containerd)
   containernetworking-plugins # bridge/host-local/portmap/loopback CNI plugins in /usr/lib/cni
   buildah                     # builds FROM-scratch images without a Docker engine

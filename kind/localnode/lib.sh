@@ -3,6 +3,13 @@
 # shellcheck disable=SC2034  # variables are used by the scripts that source this file
 
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+# etcd's main package: the root of its server module, which k8sbuild/<minor>/ requires at
+# the version that Kubernetes release pins (1.34-1.37 want etcd >= 3.5.24; on Debian's 3.4,
+# which sends no progress notification on request, the API server ends a watch without
+# resourceVersion on an idle resource with 504 after 3 s).
+ETCD_PKG=go.etcd.io/etcd/server/v3
+# What the node runs from build.sh's output.
+NODE_BINS=("${K8S_BINS[@]}" etcd)
 # What a kind node image needs besides those (build.sh --with-kind).
 K8S_KIND_BINS=(kubeadm kube-proxy)
 RUN_DIR="$LOCALNODE_CACHE/run"     # pid files
@@ -10,6 +17,12 @@ LOG_DIR="$LOCALNODE_CACHE/logs"
 PKI_DIR="$LOCALNODE_CACHE/pki"
 ETC_DIR="$LOCALNODE_CACHE/etc"
 DATA_DIR="$LOCALNODE_CACHE/data"   # etcd, containerd root: wiped by down.sh --purge
+ETCD_DATA="$DATA_DIR/etcd-pinned"       # the data of the etcd Kubernetes pins (build.sh builds it)
+ETCD_VERSION_FILE="$ETCD_DATA.version"   # the etcd that last ran on it (up.sh writes it)
+# Debian's etcd 3.4 kept its data in data/etcd: no etcd that Kubernetes 1.34+ pins reads it.
+# (A clone of an older commit may still run that etcd there: separate directories keep
+# either etcd from starting on the other's data.)
+ETCD34_DATA="$DATA_DIR/etcd"
 STATE_DIR="$LOCALNODE_CACHE/state" # what up.sh changed on the host, so down.sh can undo it
 IMAGES_DIR="$LOCALNODE_CACHE/images"
 MANIFESTS_DIR="$LOCALNODE_CACHE/manifests" # kubelet staticPodPath
@@ -35,7 +48,6 @@ die() { echo "ERROR: $*" >&2; exit 1; }
 # The absolute path a component is started from; pid files are checked against it.
 bin_path() {
   case "$1" in
-    etcd) command -v etcd || echo /usr/bin/etcd ;;
     containerd) command -v containerd || echo /usr/bin/containerd ;;
     *) echo "$LOCALNODE_BIN/$1" ;;
   esac
@@ -51,7 +63,8 @@ pid_of() {
   [[ -r /proc/$pid/cmdline ]] || return 1
   argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1) || return 1
   proc_running "$pid" || return 1
-  [[ "$argv0" == "$(bin_path "$name")" ]] || return 1
+  # /usr/bin/etcd: Debian's etcd, which a node started before the local node built its own.
+  [[ "$argv0" == "$(bin_path "$name")" || "$name $argv0" == "etcd /usr/bin/etcd" ]] || return 1
   echo "$pid"
 }
 alive() { pid_of "$1" >/dev/null; }
@@ -223,17 +236,42 @@ node_is_up() {
   apiserver_ok >/dev/null 2>&1 && node_ready "" 2>/dev/null
 }
 
-# build_is_current [BIN...]: the binaries (default: the five of K8S_BINS) exist and were
+# build_is_current [BIN...]: the binaries (default: the six of NODE_BINS) exist and were
 # built from the pinned k8sbuild/<minor>/go.mod.
 build_stamp() {
   echo "$K8S_VERSION $(cat "$K8SBUILD_DIR/go.mod" "$K8SBUILD_DIR/go.sum" | sha256sum | cut -c1-16)"
 }
 build_is_current() {
   local b bins=("$@")
-  [[ ${#bins[@]} -gt 0 ]] || bins=("${K8S_BINS[@]}")
+  [[ ${#bins[@]} -gt 0 ]] || bins=("${NODE_BINS[@]}")
   for b in "${bins[@]}"; do [[ -x "$LOCALNODE_BIN/$b" ]] || return 1; done
   [[ -f "$LOCALNODE_BIN/.stamp" && "$(<"$LOCALNODE_BIN/.stamp")" == "$(build_stamp)" ]] || return 1
-  [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]]
+  [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] || return 1
+  [[ " ${bins[*]} " != *" etcd "* || "$(etcd_version "$LOCALNODE_BIN/etcd")" == "$(etcd_pinned)" ]]
+}
+
+# etcd_pinned: the etcd version k8sbuild/<minor>/go.mod requires (3.7.0), as `etcd --version`
+# prints it. etcd_version BIN: the version BIN prints.
+etcd_pinned() { local v; v=$(gomod_required "$K8SBUILD_DIR/go.mod" "$ETCD_PKG") && echo "${v#v}"; }
+etcd_version() { "$1" --version 2>/dev/null | sed -n 's/^etcd Version: //p'; }
+
+# etcd_data_readable VERSION: etcd VERSION can start on ETCD_DATA: the etcd that wrote it
+# had the same minor version or the one before (etcd upgrades one minor at a time and
+# never downgrades by itself). Otherwise prints what wrote it.
+etcd_data_readable() {
+  local now=$1 was
+  was=$(cat "$ETCD_VERSION_FILE" 2>/dev/null) || true
+  if [[ ! "$was" =~ ^([0-9]+)\.([0-9]+)\. ]]; then
+    echo "written by an etcd that left no readable version in $ETCD_VERSION_FILE"
+    return 1
+  fi
+  local maj=${BASH_REMATCH[1]} min=${BASH_REMATCH[2]}
+  [[ "$now" =~ ^([0-9]+)\.([0-9]+)\. ]] || return 1
+  if [[ ${BASH_REMATCH[1]} == "$maj" ]] && ((BASH_REMATCH[2] == min || BASH_REMATCH[2] == min + 1)); then
+    return 0
+  fi
+  echo "written by etcd $was"
+  return 1
 }
 
 # build_lock WHO: holds, until the script exits, the lock of this version's Go builds

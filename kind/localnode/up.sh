@@ -243,14 +243,27 @@ fi
 
 trap 'echo "up.sh failed: logs in $LOG_DIR; kind/localnode/down.sh cleans up" >&2' ERR
 
-step "starting etcd"
-mkdir -p "$DATA_DIR/etcd"
-chmod 700 "$DATA_DIR/etcd"
-start_daemon etcd --name localnode --data-dir "$DATA_DIR/etcd" \
+etcd_now=$(etcd_version "$(bin_path etcd)")
+[[ -n "$etcd_now" ]] || die "$(bin_path etcd) does not print its version: rebuild it with kind/localnode/build.sh --force"
+# Only this node's own data dirs (in its cache dir) are purged: the cluster state goes,
+# the certificates and images stay; the kubelet registers the node again.
+if [[ -e "$ETCD34_DATA" ]]; then
+  step "etcd data in $ETCD34_DATA was written by Debian's etcd 3.4 (the local node's before it built its own); etcd $etcd_now cannot read it: purging it"
+  rm -rf "$ETCD34_DATA"
+fi
+if [[ -e "$ETCD_DATA/member" ]] && ! why=$(etcd_data_readable "$etcd_now"); then
+  step "etcd data in $ETCD_DATA was $why; etcd $etcd_now cannot read it: purging it"
+  rm -rf "$ETCD_DATA" "$ETCD_VERSION_FILE"
+fi
+step "starting etcd $etcd_now"
+mkdir -p "$ETCD_DATA"
+chmod 700 "$ETCD_DATA"
+start_daemon etcd --name localnode --data-dir "$ETCD_DATA" \
   --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
   --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
   --initial-cluster localnode=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
 wait_daemon etcd 30 etcd_ok
+echo "$etcd_now" >"$ETCD_VERSION_FILE"
 
 step "starting containerd"
 start_daemon containerd --config "$ETC_DIR/containerd.toml"

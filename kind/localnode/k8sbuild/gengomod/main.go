@@ -27,13 +27,20 @@ import (
 // modulePrefix is the path of the nested modules, without the minor version.
 const modulePrefix = "github.com/csi-registrar/csi-registrar/kind/localnode/k8sbuild/"
 
-// commands are the packages of k8s.io/kubernetes every nested module pins.
+// etcdPackage is etcd's main package, the root of its server module. Every
+// release of k8s.io/kubernetes requires that module (its integration tests
+// embed etcd), so the nested module builds the local node's etcd at the
+// version the release pins, from the module proxy like the rest.
+const etcdPackage = "go.etcd.io/etcd/server/v3"
+
+// commands are the packages every nested module pins: Kubernetes' commands
+// and etcd.
 func commands() []string {
 	var p []string
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubeadm", "kubectl", "kubelet"} {
 		p = append(p, e2ebinary.KubernetesModule+"/cmd/"+c)
 	}
-	return p
+	return append(p, etcdPackage)
 }
 
 // Module is the nested module of release r.
@@ -50,7 +57,8 @@ func Module(r e2ebinary.Release, withE2E bool) e2ebinary.Module {
 		Doc: []string{
 			"Package k8sbuild only pins the Kubernetes packages this module builds",
 			"(kubeadm and kube-proxy for the kind node image: build.sh --with-kind;",
-			"test/e2e for the storage e2e test binary: kind/storage/build-e2e.sh).",
+			"test/e2e for the storage e2e test binary: kind/storage/build-e2e.sh)",
+			"and etcd's server at the version Kubernetes pins (build.sh).",
 		},
 	}
 }
