@@ -221,6 +221,14 @@ func (s *suite) patchTemplate(ctx context.Context, value string) error {
 // workload is Ready, and as many run as before (a DaemonSet: one a node it
 // wants); it returns when it saw that.
 func (s *suite) awaitRolledOut(ctx context.Context, before map[types.UID]bool, timeout time.Duration) (time.Time, error) {
+	return s.awaitReplaced(ctx, before, len(before), timeout)
+}
+
+// awaitReplaced waits until none of the pods gone is left and want pods of
+// the workload, none of them deleting, are Ready: a rollout (gone: every pod
+// before it), or one pod deleted on a node of several (gone: that pod alone).
+func (s *suite) awaitReplaced(ctx context.Context, gone map[types.UID]bool, want int, timeout time.Duration) (time.Time, error) {
+	before := gone
 	var last string
 	var at time.Time
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -240,8 +248,8 @@ func (s *suite) awaitRolledOut(ctx context.Context, before map[types.UID]bool, t
 				ready++
 			}
 		}
-		if ready != len(before) || ready != len(l.Items) {
-			last = fmt.Sprintf("%d of %d new pods Ready (%d before)", ready, len(l.Items), len(before))
+		if ready != want || ready != len(l.Items) {
+			last = fmt.Sprintf("%d of %d new pods Ready (%d wanted)", ready, len(l.Items), want)
 			return false, nil
 		}
 		at = time.Now()
