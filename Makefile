@@ -39,11 +39,21 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 	$(GO) test -race -count=1 ./...   # every package: the control loop, gRPC and HTTP handlers, the processes
 
 # The nested module kind/pluginmanager: the kubelet's own plugin manager and CSI
-# registration handler (k8s.io/kubernetes, the newest supported minor) in-process
-# against registrars in the rolling-update mode, in orders a real kubelet cannot be
-# made to take. Its own module (Kubernetes' dependencies), outside `make test`'s race build.
-test-pluginmanager: ## the rolling-update mode against the kubelet's real plugin manager and CSI handler, in-process (~1 min)
-	cd kind/pluginmanager && $(GO) test -count=1 ./...
+# registration handler (k8s.io/kubernetes) in-process against registrars in the
+# rolling-update mode, in orders a real kubelet cannot be made to take, once per
+# supported minor's kubelet code (go.mod: the newest; k8s-<minor>.mod: the others;
+# K8S_MINORS="1.36 1.37" picks). Its own module, outside `make test`'s race build.
+K8S_MINORS ?= 1.34 1.35 1.36 1.37
+test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (~2 min per minor)
+	cd kind/pluginmanager && for m in $(K8S_MINORS); do \
+		mf=; [ ! -f k8s-$$m.mod ] || mf=-modfile=k8s-$$m.mod; start=$$SECONDS; \
+		[ -n "$$mf" ] || grep -q "k8s.io/kubernetes v$$m\." go.mod || \
+			{ echo "K8S_MINORS: no kubelet code for $$m (kind/pluginmanager has go.mod and k8s-<minor>.mod; add one with ./gen-modfile.sh $$m)" >&2; exit 2; }; \
+		echo "== kubelet $$m ($${mf:-go.mod})"; \
+		$(GO) vet $$mf -tags k8s_$${m/./_} ./...; \
+		$(GO) test $$mf -tags k8s_$${m/./_} -count=1 ./...; \
+		echo "== kubelet $$m: $$((SECONDS - start)) s"; \
+	done
 
 test-fuzz: ## run the fuzz targets for a while (FUZZTIME=30s each)
 	$(GO) test ./registrar/csiplugin -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)
