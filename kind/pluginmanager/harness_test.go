@@ -65,11 +65,15 @@ func TestMain(m *testing.M) {
 
 // ---- logs ------------------------------------------------------------------
 
-// testLog forwards writes to t.Log with a prefix until the test ends.
+// testLog forwards writes to t.Log with a prefix until the test ends, and
+// keeps the distinct lines (klog writes a line once per severity it is at
+// or above) for counting.
 type testLog struct {
 	mu     sync.Mutex
 	t      *testing.T
 	prefix string
+	seen   map[string]bool
+	lines  []string
 }
 
 func newTestLog(t *testing.T, prefix string) *testLog {
@@ -81,10 +85,32 @@ func newTestLog(t *testing.T, prefix string) *testLog {
 func (l *testLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	line := strings.TrimRight(string(p), "\n")
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	if l.seen[line] {
+		return len(p), nil
+	}
+	l.seen[line] = true
+	l.lines = append(l.lines, line)
 	if l.t != nil {
-		l.t.Log(l.prefix + strings.TrimRight(string(p), "\n"))
+		l.t.Log(l.prefix + line)
 	}
 	return len(p), nil
+}
+
+// count returns how many distinct lines contain s.
+func (l *testLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
 }
 
 var klogTarget atomic.Pointer[testLog]
@@ -402,13 +428,21 @@ type world struct {
 	kubelet *csiHandler
 	h       *recordingHandler
 	pm      *kubeletPM
-	from    int // the fake client's actions before this test
+	klog    *testLog // the kubelet's log lines
+	from    int      // the fake client's actions before this test
 	drivers []*driver
 }
 
 func newWorld(t *testing.T, driverName string) *world {
+	return newWorldPeriod(t, driverName, kubeletPeriod)
+}
+
+// newWorldPeriod is newWorld with the kubelet's reconciler running every
+// period.
+func newWorldPeriod(t *testing.T, driverName string, period time.Duration) *world {
 	k := theCSIHandler(t)
-	klogTarget.Store(newTestLog(t, "kubelet: "))
+	kl := newTestLog(t, "kubelet: ")
+	klogTarget.Store(kl)
 	t.Cleanup(func() { klogTarget.Store(nil) })
 	// Short: unix socket paths are limited to 107 bytes.
 	dir, err := os.MkdirTemp("", "pm")
@@ -416,12 +450,12 @@ func newWorld(t *testing.T, driverName string) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	w := &world{t: t, dir: dir, reg: filepath.Join(dir, "reg"), name: driverName, kubelet: k,
+	w := &world{t: t, dir: dir, reg: filepath.Join(dir, "reg"), name: driverName, kubelet: k, klog: kl,
 		h: &recordingHandler{inner: theCSIPluginHandler()}, from: len(k.client.Actions())}
 	if err := os.Mkdir(w.reg, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	w.pm = startPluginManager(t, w.reg, w.h, kubeletPeriod)
+	w.pm = startPluginManager(t, w.reg, w.h, period)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the kubelet's state:\n%s", w.pm.state())
@@ -447,7 +481,7 @@ func (w *world) endpoint() string {
 	if !ok {
 		return ""
 	}
-	ep := reflect.ValueOf(d).FieldByName("endpoint").String() // unexported: read only
+	ep := fieldString(d, "endpoint")
 	for _, drv := range w.drivers {
 		if drv.sock == ep {
 			return filepath.Base(filepath.Dir(drv.sock))
@@ -455,6 +489,9 @@ func (w *world) endpoint() string {
 	}
 	return "? " + ep
 }
+
+// fieldString reads an unexported string field of a kubelet struct.
+func fieldString(v any, field string) string { return reflect.ValueOf(v).FieldByName(field).String() }
 
 func (w *world) writes() []bool { return w.kubelet.csiNodeWrites(w.name, w.from) }
 
