@@ -170,12 +170,17 @@ func TestHandoverHygiene(t *testing.T) {
 	cs := make([]*chain, k)
 	for i := range cs {
 		cs[i] = &chain{w: w, name: fmt.Sprintf("h%d.csi.test", i), log: newTestLog(t, fmt.Sprintf("registrars h%d: ", i))}
-		t.Cleanup(func() {
-			for _, ri := range cs[i].started {
-				_ = ri.stop()
-			}
-		})
 	}
+	t.Cleanup(func() {
+		// At once: an instance alone waits for a successor before it leaves.
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			for _, ri := range c.started {
+				wg.Go(func() { _ = ri.stop() })
+			}
+		}
+		wg.Wait()
+	})
 	per := make([]int, k)
 	for i := range n {
 		per[i%k]++
