@@ -15,7 +15,7 @@ IMAGE_TAR    ?= bin/image.tar
 BUILDAH_ROOT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/csi-registrar/buildah
 BUILDAH      ?= buildah --root $(BUILDAH_ROOT)/root --runroot $(BUILDAH_ROOT)/runroot --storage-driver vfs
 
-.PHONY: help build build-all test test-fuzz test-pluginmanager image clean
+.PHONY: help build build-all test test-fuzz test-pluginmanager bench-pluginmanager image clean
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort | column -t -s $$'\t'
 
@@ -54,6 +54,9 @@ test-pluginmanager: ## the rolling-update mode against each supported kubelet's 
 		$(GO) test $$mf -tags k8s_$${m/./_} -count=1 ./...; \
 		echo "== kubelet $$m: $$((SECONDS - start)) s"; \
 	done
+
+bench-pluginmanager: ## what registrations the kubelet keeps cost its plugin manager's reconciler, per round, at 1 to 1000 entries (go.mod's kubelet code)
+	cd kind/pluginmanager && $(GO) test -run '^$$' -bench BenchmarkReconcile -benchtime $(or $(BENCHTIME),3s) -count $(or $(COUNT),3) .
 
 test-fuzz: ## run the fuzz targets for a while (FUZZTIME=30s each)
 	$(GO) test ./registrar/csiplugin -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)
