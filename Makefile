@@ -45,15 +45,14 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 # K8S_MINORS="1.36 1.37" picks). Its own module, outside `make test`'s race build.
 K8S_MINORS ?= 1.34 1.35 1.36 1.37
 test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (~2 min per minor)
-	cd kind/pluginmanager && for m in $(K8S_MINORS); do \
+	cd kind/pluginmanager && failed=; for m in $(K8S_MINORS); do \
 		mf=; [ ! -f k8s-$$m.mod ] || mf=-modfile=k8s-$$m.mod; start=$$SECONDS; \
 		[ -n "$$mf" ] || grep -q "k8s.io/kubernetes v$$m\." go.mod || \
 			{ echo "K8S_MINORS: no kubelet code for $$m (kind/pluginmanager has go.mod and k8s-<minor>.mod; add one with ./gen-modfile.sh $$m)" >&2; exit 2; }; \
 		echo "== kubelet $$m ($${mf:-go.mod})"; \
-		$(GO) vet $$mf -tags k8s_$${m/./_} ./...; \
-		$(GO) test $$mf -tags k8s_$${m/./_} -count=1 ./...; \
-		echo "== kubelet $$m: $$((SECONDS - start)) s"; \
-	done
+		r=ok; $(GO) vet $$mf -tags k8s_$${m/./_} ./... && $(GO) test $$mf -tags k8s_$${m/./_} -count=1 ./... || { r=FAIL; failed+=" $$m"; }; \
+		echo "== kubelet $$m: $$r in $$((SECONDS - start)) s"; \
+	done; [ -z "$$failed" ] || { echo "test-pluginmanager failed on kubelet code:$$failed" >&2; exit 1; }
 
 bench-pluginmanager: ## what registrations the kubelet keeps cost its plugin manager's reconciler, per round, at 1 to 1000 entries (go.mod's kubelet code)
 	cd kind/pluginmanager && $(GO) test -run '^$$' -bench BenchmarkReconcile -benchtime $(or $(BENCHTIME),3s) -count $(or $(COUNT),3) .

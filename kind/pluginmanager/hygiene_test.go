@@ -25,6 +25,7 @@ import (
 var (
 	handovers = flag.Int("handovers", 200, "TestHandoverHygiene: handovers in all")
 	chains    = flag.Int("handover-chains", 10, "TestHandoverHygiene: drivers rolling at once, each its share of -handovers")
+	chainLogs = flag.Bool("handover-logs", false, "TestHandoverHygiene: the registrars' and the kubelet's log lines in the test's log (thousands)")
 )
 
 // hygienePeriod is the kubelet's reconciler period where many handovers
@@ -163,13 +164,22 @@ func (c *chain) handover(label string) error {
 // desired state only, and the kubelet never unregistered a driver.
 func TestHandoverHygiene(t *testing.T) {
 	w := newWorldPeriod(t, "h0.csi.test", hygienePeriod)
+	quiet := func(l *testLog) *testLog {
+		if !*chainLogs {
+			l.mu.Lock()
+			l.t = nil // kept for counting, not logged
+			l.mu.Unlock()
+		}
+		return l
+	}
+	quiet(w.klog)
 	n, k := *handovers, *chains
 	if k < 1 || n < k {
 		t.Fatalf("-handovers %d over -handover-chains %d: want at least one handover per chain", n, k)
 	}
 	cs := make([]*chain, k)
 	for i := range cs {
-		cs[i] = &chain{w: w, name: fmt.Sprintf("h%d.csi.test", i), log: newTestLog(t, fmt.Sprintf("registrars h%d: ", i))}
+		cs[i] = &chain{w: w, name: fmt.Sprintf("h%d.csi.test", i), log: quiet(newTestLog(t, fmt.Sprintf("registrars h%d: ", i)))}
 	}
 	t.Cleanup(func() {
 		// At once: an instance alone waits for a successor before it leaves.
