@@ -32,20 +32,33 @@ func (h *idleHandler) RegisterPlugin(context.Context, string, string, []string, 
 func (h *idleHandler) DeRegisterPlugin(context.Context, string, string) { h.calls.Add(1) }
 
 // gatedASW is the actual state whose reconciler rounds start one by one:
-// each round's first call waits for a token.
+// each round's first call says it waits (the previous round ended), then
+// waits for a token.
 type gatedASW struct {
 	pmcache.ActualStateOfWorld
-	ctx    context.Context
-	tokens chan struct{}
+	ctx     context.Context
+	waiting chan struct{}
+	tokens  chan struct{}
 }
 
 func (g *gatedASW) GetRegisteredPlugins() []pmcache.PluginInfo {
+	select {
+	case g.waiting <- struct{}{}:
+	case <-g.ctx.Done():
+		return nil
+	}
 	select {
 	case <-g.tokens:
 	case <-g.ctx.Done():
 		return nil
 	}
 	return g.ActualStateOfWorld.GetRegisteredPlugins()
+}
+
+// round runs one reconciler round and returns when it ended.
+func (g *gatedASW) round() {
+	g.tokens <- struct{}{}
+	<-g.waiting
 }
 
 func cpuTime() time.Duration {
@@ -85,7 +98,7 @@ func BenchmarkReconcile(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			g := &gatedASW{ActualStateOfWorld: asw, ctx: ctx, tokens: make(chan struct{})}
+			g := &gatedASW{ActualStateOfWorld: asw, ctx: ctx, waiting: make(chan struct{}), tokens: make(chan struct{})}
 			oe := operationexecutor.NewOperationExecutor(operationexecutor.NewOperationGenerator(&record.FakeRecorder{}))
 			rc := reconciler.NewReconciler(oe, 0, dsw, g)
 			rc.AddHandler("CSIPlugin", kubeletHandler(h))
@@ -95,15 +108,14 @@ func BenchmarkReconcile(b *testing.B) {
 				defer close(done)
 				runReconciler(ctx, rc, stop)
 			}()
-			g.tokens <- struct{}{} // the first round: warm
+			<-g.waiting
+			g.round() // warm
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime()
-			// Token i+1 is taken when round i+1 starts: round i ended.
 			for range b.N {
-				g.tokens <- struct{}{}
+				g.round()
 			}
-			g.tokens <- struct{}{}
 			cpu := cpuTime() - cpu0
 			b.StopTimer()
 			close(stop)
