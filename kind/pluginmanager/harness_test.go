@@ -192,10 +192,9 @@ func (k *csiHandler) csiNodeWrites(driver string, from int) []bool {
 	var out []bool
 	for _, a := range k.client.Actions()[from:] {
 		var obj *storagev1.CSINode
-		switch a := a.(type) {
-		case clienttesting.CreateAction:
-			obj, _ = a.GetObject().(*storagev1.CSINode)
-		case clienttesting.UpdateAction:
+		// A create or an update (clienttesting.CreateAction and
+		// UpdateAction have the same methods: one case).
+		if a, ok := a.(clienttesting.CreateAction); ok {
 			obj, _ = a.GetObject().(*storagev1.CSINode)
 		}
 		if obj == nil {
