@@ -23,9 +23,10 @@ import (
 )
 
 var (
-	handovers = flag.Int("handovers", 200, "TestHandoverHygiene: handovers in all")
-	chains    = flag.Int("handover-chains", 10, "TestHandoverHygiene: drivers rolling at once, each its share of -handovers")
-	chainLogs = flag.Bool("handover-logs", false, "TestHandoverHygiene: the registrars' and the kubelet's log lines in the test's log (thousands)")
+	handovers  = flag.Int("handovers", 200, "TestHandoverHygiene: handovers in all")
+	chains     = flag.Int("handover-chains", 10, "TestHandoverHygiene: drivers rolling at once, each its share of -handovers")
+	chainRound = flag.Duration("handover-period", hygienePeriod, "TestHandoverHygiene: the kubelet's reconciler period (the kubelet's own: 1s)")
+	chainLogs  = flag.Bool("handover-logs", false, "TestHandoverHygiene: the registrars' and the kubelet's log lines in the test's log (thousands)")
 )
 
 // hygienePeriod is the kubelet's reconciler period where many handovers
@@ -158,12 +159,12 @@ func (c *chain) handover(label string) error {
 }
 
 // TestHandoverHygiene: after -handovers handovers (10 drivers rolling at
-// once, the kubelet's reconciler every 50 ms), the kubelet's actual state
+// once, the kubelet's reconciler every 50 ms: -handover-period), the kubelet's actual state
 // holds at most one retired registration per handover of each driver,
 // each driver's live announcement is registered, nothing is in the
 // desired state only, and the kubelet never unregistered a driver.
 func TestHandoverHygiene(t *testing.T) {
-	w := newWorldPeriod(t, "h0.csi.test", hygienePeriod)
+	w := newWorldPeriod(t, "h0.csi.test", *chainRound)
 	quiet := func(l *testLog) *testLog {
 		if !*chainLogs {
 			l.mu.Lock()
@@ -213,7 +214,7 @@ func TestHandoverHygiene(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d handovers of %d drivers in %s (kubelet period %s)", n, k, time.Since(start).Round(time.Second), hygienePeriod)
+	t.Logf("%d handovers of %d drivers in %s (kubelet period %s)", n, k, time.Since(start).Round(time.Second), *chainRound)
 	w.pm.waitRounds(t, settleRounds)
 
 	ks := w.pm.state()
