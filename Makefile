@@ -44,7 +44,7 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 # supported minor's kubelet code (go.mod: the newest; k8s-<minor>.mod: the others;
 # K8S_MINORS="1.36 1.37" picks). Its own module, outside `make test`'s race build.
 K8S_MINORS ?= 1.34 1.35 1.36 1.37
-test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (~2 min per minor)
+test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (~3 min per minor warm, ~25 min cold for the four)
 	cd kind/pluginmanager && failed=; for m in $(K8S_MINORS); do \
 		mf=; [ ! -f k8s-$$m.mod ] || mf=-modfile=k8s-$$m.mod; start=$$SECONDS; \
 		[ -n "$$mf" ] || grep -q "k8s.io/kubernetes v$$m\." go.mod || \
