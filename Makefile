@@ -50,9 +50,18 @@ test-pluginmanager: ## the rolling-update mode against each supported kubelet's 
 		[ -n "$$mf" ] || grep -q "k8s.io/kubernetes v$$m\." go.mod || \
 			{ echo "K8S_MINORS: no kubelet code for $$m (kind/pluginmanager has go.mod and k8s-<minor>.mod; add one with ./gen-modfile.sh $$m)" >&2; exit 2; }; \
 		echo "== kubelet $$m ($${mf:-go.mod})"; \
-		r=ok; $(GO) vet $$mf -tags k8s_$${m/./_} ./... && $(GO) test $$mf -tags k8s_$${m/./_} -count=1 ./... || { r=FAIL; failed+=" $$m"; }; \
+		r=ok; $(GO) vet $$mf -tags k8s_$${m/./_}$(PM_TAGS) ./... && $(GO) test $$mf -tags k8s_$${m/./_}$(PM_TAGS) -count=1 $(PM_RUN) ./... || { r=FAIL; failed+=" $$m"; }; \
 		echo "== kubelet $$m: $$r in $$((SECONDS - start)) s"; \
 	done; [ -z "$$failed" ] || { echo "test-pluginmanager failed on kubelet code:$$failed" >&2; exit 1; }
+
+# The hygiene bounds of the rolling-update mode (issue 36: at most one retired
+# registration per handover in the kubelet's actual state, no path in its desired
+# state only), kind/pluginmanager/hygiene_test.go under the build tag hygiene. They
+# fail on today's registrar (docs/performance.md has the figures), so CI does not
+# run them yet: the target the registrar's hygiene work must turn green.
+.PHONY: test-pluginmanager-hygiene
+test-pluginmanager-hygiene: ## the mode's hygiene bounds against each kubelet's plugin manager (fail today: the open work of docs/design.md)
+	@$(MAKE) --no-print-directory test-pluginmanager PM_TAGS=,hygiene PM_RUN="-run 'TestHandoverHygiene|TestRebootDeadAnnouncement|TestKubeletRestartDeadLeftovers|TestSuccessorDeletedAsItStarts'"
 
 bench-pluginmanager: ## what registrations the kubelet keeps cost its plugin manager's reconciler, per round, at 1 to 1000 entries (go.mod's kubelet code)
 	cd kind/pluginmanager && $(GO) test -run '^$$' -bench BenchmarkReconcile -benchtime $(or $(BENCHTIME),3s) -count $(or $(COUNT),3) .

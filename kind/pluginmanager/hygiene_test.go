@@ -1,3 +1,5 @@
+//go:build hygiene
+
 package pluginmanager
 
 // What the rolling-update mode leaves in the kubelet (issue 36, item 1):
