@@ -15,7 +15,7 @@ IMAGE_TAR    ?= bin/image.tar
 BUILDAH_ROOT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/csi-registrar/buildah
 BUILDAH      ?= buildah --root $(BUILDAH_ROOT)/root --runroot $(BUILDAH_ROOT)/runroot --storage-driver vfs
 
-.PHONY: help build build-all test test-fuzz test-pluginmanager image clean
+.PHONY: help build build-all test test-fuzz test-pluginmanager bench-pluginmanager image clean
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort | column -t -s $$'\t'
 
@@ -39,11 +39,32 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 	$(GO) test -race -count=1 ./...   # every package: the control loop, gRPC and HTTP handlers, the processes
 
 # The nested module kind/pluginmanager: the kubelet's own plugin manager and CSI
-# registration handler (k8s.io/kubernetes, the newest supported minor) in-process
-# against registrars in the rolling-update mode, in orders a real kubelet cannot be
-# made to take. Its own module (Kubernetes' dependencies), outside `make test`'s race build.
-test-pluginmanager: ## the rolling-update mode against the kubelet's real plugin manager and CSI handler, in-process (~1 min)
-	cd kind/pluginmanager && $(GO) test -count=1 ./...
+# registration handler (k8s.io/kubernetes) in-process against registrars in the
+# rolling-update mode, in orders a real kubelet cannot be made to take, once per
+# supported minor's kubelet code (go.mod: the newest; k8s-<minor>.mod: the others;
+# K8S_MINORS="1.36 1.37" picks). Its own module, outside `make test`'s race build.
+K8S_MINORS ?= 1.34 1.35 1.36 1.37
+test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (~3 min per minor warm, ~25 min cold for the four)
+	cd kind/pluginmanager && failed=; for m in $(K8S_MINORS); do \
+		mf=; [ ! -f k8s-$$m.mod ] || mf=-modfile=k8s-$$m.mod; start=$$SECONDS; \
+		[ -n "$$mf" ] || grep -q "k8s.io/kubernetes v$$m\." go.mod || \
+			{ echo "K8S_MINORS: no kubelet code for $$m (kind/pluginmanager has go.mod and k8s-<minor>.mod; add one with ./gen-modfile.sh $$m)" >&2; exit 2; }; \
+		echo "== kubelet $$m ($${mf:-go.mod})"; \
+		r=ok; $(GO) vet $$mf -tags k8s_$${m/./_}$(PM_TAGS) ./... && $(GO) test $$mf -tags k8s_$${m/./_}$(PM_TAGS) -count=1 $(PM_RUN) ./... || { r=FAIL; failed+=" $$m"; }; \
+		echo "== kubelet $$m: $$r in $$((SECONDS - start)) s"; \
+	done; [ -z "$$failed" ] || { echo "test-pluginmanager failed on kubelet code:$$failed" >&2; exit 1; }
+
+# The hygiene bounds of the rolling-update mode (issue 36: at most one retired
+# registration per handover in the kubelet's actual state, no path in its desired
+# state only), kind/pluginmanager/hygiene_test.go under the build tag hygiene. They
+# fail on today's registrar (docs/performance.md has the figures), so CI does not
+# run them yet: the target the registrar's hygiene work must turn green.
+.PHONY: test-pluginmanager-hygiene
+test-pluginmanager-hygiene: ## the mode's hygiene bounds against each kubelet's plugin manager (fail today: the open work of docs/design.md)
+	@$(MAKE) --no-print-directory test-pluginmanager PM_TAGS=,hygiene PM_RUN="-run 'TestHandoverHygiene|TestRebootDeadAnnouncement|TestKubeletRestartDeadLeftovers|TestSuccessorDeletedAsItStarts'"
+
+bench-pluginmanager: ## what registrations the kubelet keeps cost its plugin manager's reconciler, per round, at 1 to 1000 entries (go.mod's kubelet code)
+	cd kind/pluginmanager && $(GO) test -run '^$$' -bench BenchmarkReconcile -benchtime $(or $(BENCHTIME),3s) -count $(or $(COUNT),3) .
 
 test-fuzz: ## run the fuzz targets for a while (FUZZTIME=30s each)
 	$(GO) test ./registrar/csiplugin -run '^$$' -fuzz FuzzValidateDriverName -fuzztime $(or $(FUZZTIME),30s)

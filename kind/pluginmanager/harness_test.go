@@ -10,12 +10,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	_ "unsafe" // go:linkname: the CSI handler's in-memory driver store
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -25,15 +27,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	fakeclient "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/kubelet/config"
-	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
-	pmcache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 	kubeletcsi "k8s.io/kubernetes/pkg/volume/csi"
 	volumetest "k8s.io/kubernetes/pkg/volume/testing"
 
@@ -68,11 +65,15 @@ func TestMain(m *testing.M) {
 
 // ---- logs ------------------------------------------------------------------
 
-// testLog forwards writes to t.Log with a prefix until the test ends.
+// testLog forwards writes to t.Log with a prefix until the test ends, and
+// keeps the distinct lines (klog writes a line once per severity it is at
+// or above) for counting.
 type testLog struct {
 	mu     sync.Mutex
 	t      *testing.T
 	prefix string
+	seen   map[string]bool
+	lines  []string
 }
 
 func newTestLog(t *testing.T, prefix string) *testLog {
@@ -84,10 +85,32 @@ func newTestLog(t *testing.T, prefix string) *testLog {
 func (l *testLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	line := strings.TrimRight(string(p), "\n")
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	if l.seen[line] {
+		return len(p), nil
+	}
+	l.seen[line] = true
+	l.lines = append(l.lines, line)
 	if l.t != nil {
-		l.t.Log(l.prefix + strings.TrimRight(string(p), "\n"))
+		l.t.Log(l.prefix + line)
 	}
 	return len(p), nil
+}
+
+// count returns how many distinct lines contain s.
+func (l *testLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
 }
 
 var klogTarget atomic.Pointer[testLog]
@@ -102,6 +125,14 @@ func (klogSink) Write(p []byte) (int, error) {
 }
 
 // ---- the kubelet's CSI handler ------------------------------------------------
+
+// kubeletDrivers is the CSI handler's in-memory store of registered drivers
+// (name → endpoint and version): what a kubelet restart loses. The tests
+// read the endpoint it holds, delete their driver from it to restart the
+// kubelet, and to force one interleaving of two registrations.
+//
+//go:linkname kubeletDrivers k8s.io/kubernetes/pkg/volume/csi.csiDrivers
+var kubeletDrivers *kubeletcsi.DriversStore
 
 // csiHandler is the CSI plugin of k8s.io/kubernetes/pkg/volume/csi,
 // initialised once per process (its state is package-level, as in the
@@ -161,10 +192,9 @@ func (k *csiHandler) csiNodeWrites(driver string, from int) []bool {
 	var out []bool
 	for _, a := range k.client.Actions()[from:] {
 		var obj *storagev1.CSINode
-		switch a := a.(type) {
-		case clienttesting.CreateAction:
-			obj, _ = a.GetObject().(*storagev1.CSINode)
-		case clienttesting.UpdateAction:
+		// A create or an update (clienttesting.CreateAction and
+		// UpdateAction have the same methods: one case).
+		if a, ok := a.(clienttesting.CreateAction); ok {
 			obj, _ = a.GetObject().(*storagev1.CSINode)
 		}
 		if obj == nil {
@@ -202,7 +232,7 @@ type handlerCall struct {
 // recordingHandler passes every call of the plugin manager to the CSI
 // handler on and records it.
 type recordingHandler struct {
-	inner pmcache.PluginHandler
+	inner handler
 	mu    sync.Mutex
 	calls []handlerCall
 }
@@ -256,42 +286,6 @@ func (h *recordingHandler) String() string {
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-// ---- the plugin manager ---------------------------------------------------------
-
-// kubeletPM is one run of the kubelet's plugin manager on the registration
-// directory: stop and start another for a kubelet restart.
-type kubeletPM struct {
-	cancel context.CancelFunc
-	stop   chan struct{}
-	done   chan struct{}
-}
-
-func startPluginManager(t *testing.T, dir string, h pmcache.PluginHandler) *kubeletPM {
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	pm := pluginmanager.NewPluginManager(dir, &record.FakeRecorder{})
-	pm.AddHandler("CSIPlugin", h)
-	k := &kubeletPM{cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(k.done)
-		pm.Run(ctx, config.NewSourcesReady(func(sets.Set[string]) bool { return true }), k.stop)
-	}()
-	t.Cleanup(k.halt)
-	return k
-}
-
-// halt ends the plugin manager's watcher and reconciler (its operations
-// in flight run to their end, as they would not in a killed kubelet).
-func (k *kubeletPM) halt() {
-	select {
-	case <-k.stop:
-		return
-	default:
-	}
-	close(k.stop)
-	k.cancel()
-	<-k.done
 }
 
 // ---- drivers ----------------------------------------------------------------------
@@ -433,13 +427,21 @@ type world struct {
 	kubelet *csiHandler
 	h       *recordingHandler
 	pm      *kubeletPM
-	from    int // the fake client's actions before this test
+	klog    *testLog // the kubelet's log lines
+	from    int      // the fake client's actions before this test
 	drivers []*driver
 }
 
 func newWorld(t *testing.T, driverName string) *world {
+	return newWorldPeriod(t, driverName, kubeletPeriod)
+}
+
+// newWorldPeriod is newWorld with the kubelet's reconciler running every
+// period.
+func newWorldPeriod(t *testing.T, driverName string, period time.Duration) *world {
 	k := theCSIHandler(t)
-	klogTarget.Store(newTestLog(t, "kubelet: "))
+	kl := newTestLog(t, "kubelet: ")
+	klogTarget.Store(kl)
 	t.Cleanup(func() { klogTarget.Store(nil) })
 	// Short: unix socket paths are limited to 107 bytes.
 	dir, err := os.MkdirTemp("", "pm")
@@ -447,14 +449,15 @@ func newWorld(t *testing.T, driverName string) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	w := &world{t: t, dir: dir, reg: filepath.Join(dir, "reg"), name: driverName, kubelet: k,
-		h: &recordingHandler{inner: kubeletcsi.PluginHandler}, from: len(k.client.Actions())}
+	w := &world{t: t, dir: dir, reg: filepath.Join(dir, "reg"), name: driverName, kubelet: k, klog: kl,
+		h: &recordingHandler{inner: theCSIPluginHandler()}, from: len(k.client.Actions())}
 	if err := os.Mkdir(w.reg, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	w.pm = startPluginManager(t, w.reg, w.h)
+	w.pm = startPluginManager(t, w.reg, w.h, period)
 	t.Cleanup(func() {
 		if t.Failed() {
+			t.Logf("the kubelet's state:\n%s", w.pm.state())
 			t.Logf("the CSI handler's calls:\n%s", w.h)
 			t.Logf("CSINode writes (lists %s): %v", w.name, w.writes())
 		}
@@ -468,27 +471,26 @@ func (w *world) driver(label string, failInfo bool) *driver {
 	return d
 }
 
-// endpoint returns the label of the driver instance the CSI handler
-// dials for the driver now ("" when the driver is not registered): it
-// makes one CSI call through the handler's own client, as the kubelet's
-// volume health check does, and looks which instance answered.
+// endpoint returns the label of the driver instance whose endpoint the
+// CSI handler holds for the driver now ("" when the driver is not
+// registered): read from the handler's in-memory driver store, which every
+// CSI call of the kubelet dials.
 func (w *world) endpoint() string {
-	before := make([]int64, len(w.drivers))
-	for i, d := range w.drivers {
-		before[i] = d.caps.Load()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := kubeletcsi.NewHealthClient(w.name).NodeSupportsVolumeHealth(ctx); err != nil {
+	d, ok := kubeletDrivers.Get(w.name)
+	if !ok {
 		return ""
 	}
-	for i, d := range w.drivers {
-		if d.caps.Load() > before[i] {
-			return filepath.Base(filepath.Dir(d.sock))
+	ep := fieldString(d, "endpoint")
+	for _, drv := range w.drivers {
+		if drv.sock == ep {
+			return filepath.Base(filepath.Dir(drv.sock))
 		}
 	}
-	return "?"
+	return "? " + ep
 }
+
+// fieldString reads an unexported string field of a kubelet struct.
+func fieldString(v any, field string) string { return reflect.ValueOf(v).FieldByName(field).String() }
 
 func (w *world) writes() []bool { return w.kubelet.csiNodeWrites(w.name, w.from) }
 

@@ -11,24 +11,13 @@ import (
 	"sync"
 	"testing"
 	"time"
-	_ "unsafe" // go:linkname: the CSI handler's in-memory driver store
 
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-	pmcache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
-	kubeletcsi "k8s.io/kubernetes/pkg/volume/csi"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
-
-// kubeletDrivers is the CSI handler's in-memory store of registered drivers
-// (name → endpoint and version): what a kubelet restart loses. The tests
-// delete their driver from it to restart the kubelet, and to force one
-// interleaving of two registrations.
-//
-//go:linkname kubeletDrivers k8s.io/kubernetes/pkg/volume/csi.csiDrivers
-var kubeletDrivers *kubeletcsi.DriversStore
 
 // lostRaceHandler is the CSI handler of a restarted kubelet whose two
 // registrations of one driver interleave the worst way: the older instance
@@ -40,7 +29,7 @@ var kubeletDrivers *kubeletcsi.DriversStore
 // validation: the state and the two NotifyRegistrationStatus(true) are what
 // the race leaves.
 type lostRaceHandler struct {
-	pmcache.PluginHandler
+	handler
 	name, first, second string
 	firstDone           chan struct{}
 	forced              chan struct{}
@@ -55,11 +44,11 @@ func (h *lostRaceHandler) ValidatePlugin(ctx context.Context, name, endpoint str
 		case <-time.After(10 * time.Second):
 		}
 	}
-	return h.PluginHandler.ValidatePlugin(ctx, name, endpoint, versions)
+	return h.handler.ValidatePlugin(ctx, name, endpoint, versions)
 }
 
 func (h *lostRaceHandler) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
-	err := h.PluginHandler.RegisterPlugin(ctx, name, endpoint, versions, timeout)
+	err := h.handler.RegisterPlugin(ctx, name, endpoint, versions, timeout)
 	switch endpoint {
 	case h.first:
 		h.once1.Do(func() { close(h.firstDone) })
@@ -99,10 +88,10 @@ func TestKubeletRestart(t *testing.T) {
 	// (the API objects stay), a new one walks the directory.
 	w.pm.halt()
 	kubeletDrivers.Delete(w.name)
-	race := &lostRaceHandler{PluginHandler: w.h, name: w.name, first: bd.sock, second: ad.sock,
+	race := &lostRaceHandler{handler: w.h, name: w.name, first: bd.sock, second: ad.sock,
 		firstDone: make(chan struct{}), forced: make(chan struct{})}
 	restart := time.Now()
-	w.pm = startPluginManager(t, w.reg, race)
+	w.pm = startPluginManager(t, w.reg, race, kubeletPeriod)
 
 	select {
 	case <-race.forced:
@@ -113,7 +102,7 @@ func TestKubeletRestart(t *testing.T) {
 		t.Logf("right after the forced order the handler dials %q (B may have taken it back already)", got)
 	}
 	w.waitEndpoint(registerWait, "b")
-	time.Sleep(settleRounds)
+	w.pm.waitRounds(t, settleRounds)
 	if got := w.endpoint(); got != "b" {
 		t.Errorf("after the restart the CSI handler dials %q, want b", got)
 	}
@@ -192,7 +181,7 @@ func TestKilledInstance(t *testing.T) {
 	// may have announced again meanwhile (when the kubelet confirms A after
 	// B started, B takes the registration back by replacing its socket,
 	// which A may see as B leaving; seen once in `make test-pluginmanager`).
-	time.Sleep(settleRounds)
+	w.pm.waitRounds(t, settleRounds)
 	var aFirst []string
 	w.eventually(registerWait, "A with one socket", func() bool {
 		aFirst = ownSockets(w, "pod-a")
@@ -219,7 +208,9 @@ func TestKilledInstance(t *testing.T) {
 		_, err := os.Stat(filepath.Join(w.reg, aFirst[0]))
 		return os.IsNotExist(err)
 	})
-	time.Sleep(2*time.Second + settleRounds) // its discovery wait, then the kubelet's rounds
+	// Its discovery wait (2 s, two rounds at the kubelet's period), then
+	// the kubelet's rounds.
+	w.pm.waitRounds(t, 2+settleRounds)
 	if n := w.h.count("validate", ad.sock, restart); n != 0 {
 		t.Errorf("the restarted A announced (%d validations of its endpoint): it outbid the newer pod", n)
 	}
@@ -311,17 +302,19 @@ func TestValidationRejection(t *testing.T) {
 	}
 	w.waitEndpoint(5*time.Second, "h")
 
-	start := time.Now()
+	start, startRound := time.Now(), w.pm.round()
 	a := startInstance(t, "a", ad, w.reg, "pod-a")
 	// The registrar's backoff after a rejection: 1 s, 2 s, 4 s …
 	w.eventually(20*time.Second, "three announcements of A rejected in validation", func() bool {
 		return w.h.count("validate", ad.sock, start) >= 3
 	})
 	// Backoff: announcements about 1, 3, 7 s after the first rejection
-	// (each validated within a kubelet round), not one per round.
-	time.Sleep(time.Until(start.Add(10 * time.Second)))
+	// (each validated within a kubelet round), not one per round: in a
+	// window of 10 rounds from A's start (10 s at the kubelet's period),
+	// at most 5.
+	w.pm.waitRound(t, startRound+10+1)
 	if n := w.h.count("validate", ad.sock, start); n > 5 {
-		t.Errorf("A's announcements were validated %d times in 10 s: no backoff between rejections", n)
+		t.Errorf("A's announcements were validated %d times within 10 kubelet rounds of its start: no backoff between rejections", n)
 	}
 
 	perVersion := map[string]int{}

@@ -1,6 +1,7 @@
 package pluginmanager
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,12 +11,18 @@ import (
 )
 
 // How long the tests wait for what the registrars and the kubelet's plugin
-// manager (a reconciler round every second, operations of a few ms) do.
+// manager (a reconciler round every kubeletPeriod, operations of a few ms)
+// do, and the observation windows of their "does not happen" proofs, in
+// the kubelet's reconciler rounds (kubeletPM.waitRounds).
 const (
 	registerWait = 15 * time.Second
-	// settleRounds lets the plugin manager act on a change: its reconciler
-	// runs every second, the plugin watcher at once.
-	settleRounds = 3 * time.Second
+	// settleRounds: the plugin manager acts on a change in its next round
+	// (the plugin watcher at once); three rounds of margin.
+	settleRounds = 3
+	// cycleRounds: a window past the registrar's first retry (1 s backoff)
+	// and kubeletSettle (3 s) at the kubelet's 1 s period, in which a cycle
+	// of registrations would show several of one instance.
+	cycleRounds = 10
 )
 
 // ownSockets returns the announcement sockets of the pod in the directory.
@@ -53,7 +60,7 @@ func TestRollout(t *testing.T) {
 	waitStage(w, a, 5*time.Second, registrar.StageStandingBy)
 
 	a.stop(t) // the old pod ends (SIGTERM)
-	time.Sleep(settleRounds)
+	w.pm.waitRounds(t, settleRounds)
 
 	if n := w.h.count("deregister", "", time.Time{}); n != 0 {
 		t.Errorf("the plugin manager called DeRegisterPlugin %d times during the rollout, want 0", n)
@@ -72,6 +79,17 @@ func TestRollout(t *testing.T) {
 	}
 	if st := b.r.Status().Stage; st != registrar.StageRegistered {
 		t.Errorf("B is at stage %v after A left, want %v", st, registrar.StageRegistered)
+	}
+	// The kubelet's own state: B's announcement registered, nothing it
+	// would dial again.
+	ks := w.pm.state()
+	if live := ownSockets(w, "pod-b"); len(live) != 1 {
+		t.Errorf("B has %d announcement sockets, want 1: %v", len(live), live)
+	} else if _, actual := ks.has(filepath.Join(w.reg, live[0])); !actual {
+		t.Errorf("the kubelet's actual state does not hold B's announcement %s:\n%s", live[0], ks)
+	}
+	if d := ks.desiredOnly(); len(d) != 0 {
+		t.Errorf("paths in the kubelet's desired state only (it dials them again and again): %v\n%s", d, ks)
 	}
 }
 
@@ -99,11 +117,10 @@ func TestFailingSuccessor(t *testing.T) {
 	waitStage(w, b, registerWait, registrar.StageRejected)
 	w.waitEndpoint(registerWait, "a")
 
-	// A window well past the registrar's first retry (1 s backoff) and
-	// kubeletSettle (3 s): a cycle would show several registrations of B.
-	time.Sleep(10 * time.Second)
+	// A cycle would show several registrations of B in the window.
+	w.pm.waitRounds(t, cycleRounds)
 	if n := w.h.count("register", bd.sock, mark); n > 1 {
-		t.Errorf("RegisterPlugin was called %d times for B in %s, want at most 1 (a cycle)", n, time.Since(mark).Round(time.Second))
+		t.Errorf("RegisterPlugin was called %d times for B within %d kubelet rounds after its start, want at most 1 (a cycle)", n, cycleRounds)
 	}
 	if got := w.endpoint(); got != "a" {
 		t.Errorf("the CSI handler dials %q, want a", got)
@@ -122,5 +139,8 @@ func TestFailingSuccessor(t *testing.T) {
 	}
 	if left := ownSockets(w, "pod-b"); len(left) != 0 {
 		t.Errorf("B's failed announcement is still in the registration directory (the kubelet redials it): %v", left)
+	}
+	if ks := w.pm.state(); len(ks.desiredOnly()) != 0 {
+		t.Errorf("paths in the kubelet's desired state only (it dials them again and again): %v\n%s", ks.desiredOnly(), ks)
 	}
 }
