@@ -41,7 +41,7 @@ var transitions = []transition{
 	{"listen-not-socket", "(Listen)", "a regular file, directory or symlink is at the path", "leave it, retry with backoff", "socket path is not a socket", rowNonSocketRefused},
 	{"listen-dir-missing", "(Listen)", "the registration directory is missing; it comes back", "retry with backoff, watch the directory again", "registration directory missing → waiting for kubelet", rowRegistrationDirectoryMissing},
 	{"notify-true", "serving", "GetInfo, then Notify(true)", "reset the backoff", "registered", rowRegistrationAsKubeletDoes},
-	{"notify-false", "serving", "Notify(false) from a kubelet that does not retry (or not known to)", "re-create after backoff (≥ 3 s while unknown, then 1 s, 2 s …); infer \"never\"", "kubelet rejected → waiting for kubelet", rowRejectionRecreatesSocket},
+	{"notify-false", "serving", "Notify(false) from a kubelet that does not retry (or not known to)", "re-create after backoff (3 s the first time while the kubelet's kind is unknown, then 2 s, 4 s … up to --registration-retry-max); infer \"never\"", "kubelet rejected → waiting for kubelet", rowRejectionRecreatesSocket},
 	{"kubelet-retries", "kubelet rejected", "GetInfo before the re-creation; later rejections; silence for 2m30s", "infer \"retries itself\" and keep the socket; re-create when it falls silent", "kubelet rejected", rowKubeletThatRetriesKeepsSocket},
 	{"no-getinfo", "waiting for kubelet", "no GetInfo within Options.KubeletWait", "re-create after backoff", "waiting for kubelet", rowKubeletSilenceRecreatesSocket},
 	{"no-notify", "waiting for kubelet", "GetInfo, but no Notify within Options.KubeletWait", "re-create after backoff", "waiting for kubelet", rowGetInfoWithoutNotifyRecreatesSocket},
