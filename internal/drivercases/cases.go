@@ -35,7 +35,7 @@ func (s *suite) deployed(t *check) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if registered = len(r.Entries) == 1; registered {
+			if registered = r.Registered(); registered {
 				break
 			}
 			if a, said, err := s.kubeletAttempts(ctx, n, d.applied); err == nil {
@@ -169,10 +169,10 @@ func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, exist
 	cnGaps, anGaps, all := registrationAbsences(n, d.name, nodeRec, cnRec, t0, time.Now())
 	t.Logf("rolling-update mode: node %s: CSINode entry absent: %s; annotation key absent: %s", n, spansText(cnGaps), spansText(anGaps))
 	if len(all) > 0 {
-		t.measure("pod delete -> unregistered (the old instance left before its replacement was up)", totalOf(all))
+		t.measure("pod delete -> unregistered (the old instance left before its replacement was up)", TotalOf(all))
 	}
 	switch {
-	case len(all) > 0 && all[len(all)-1].open:
+	case len(all) > 0 && all[len(all)-1].Open:
 		t.Errorf("rolling-update mode: the driver is not registered on %s again after the delete", n)
 	case len(all) > 1:
 		t.Errorf("rolling-update mode: the driver left the registration on %s %d times after one pod delete, want at most once", n, len(all))

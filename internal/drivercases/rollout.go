@@ -131,8 +131,8 @@ func (s *suite) rollout(t *check) {
 			}
 		}
 		cnGaps, anGaps, all := registrationAbsences(n, d.name, r[n].node, r[n].cn, t0, end)
-		nr.Gaps, nr.Unregistered = len(all), totalOf(all).Seconds()
-		nr.NotBack = len(all) > 0 && all[len(all)-1].open
+		nr.Gaps, nr.Unregistered = len(all), TotalOf(all).Seconds()
+		nr.NotBack = len(all) > 0 && all[len(all)-1].Open
 		t.Logf("node %s: CSINode entry absent: %s; annotation key absent: %s; unregistered %.3f s", n, spansText(cnGaps), spansText(anGaps), nr.Unregistered)
 		if nr.Moved {
 			t.Logf("node %s: the workload's pod left it (now on %v): its registration there ended, as expected", n, d.nodes)
@@ -170,11 +170,6 @@ func (s *suite) rollout(t *check) {
 			t.Errorf("%s", y)
 		}
 	}
-}
-
-// entryOf: the node's CSINode has an entry for driver.
-func entryOf(node, driver string) func(record.State) bool {
-	return func(st record.State) bool { return len(CSINodeEntries(st.CSINode(node), driver)) > 0 }
 }
 
 // inlineVolumes says why the driver's CSI inline volumes cannot be mounted

@@ -406,9 +406,9 @@ func (s *suite) waitKubeletAttempt(t *check, ctx context.Context, node string, t
 
 // Conditions on recorded states.
 
-// annotatedWith: the Node's csi.volume.kubernetes.io/nodeid annotation has
+// AnnotatedWith: the Node's csi.volume.kubernetes.io/nodeid annotation has
 // driver (with a node ID idOK accepts) when want, and has not when !want.
-func annotatedWith(node, driver string, want bool, idOK func(string) bool) func(record.State) bool {
+func AnnotatedWith(node, driver string, want bool, idOK func(string) bool) func(record.State) bool {
 	return func(st record.State) bool {
 		n := st.Node(node)
 		if n == nil {
