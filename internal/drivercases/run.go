@@ -234,7 +234,7 @@ func (s *suite) begin(t *check) (context.Context, string, nodeExpect) {
 			if err != nil {
 				return false, err
 			}
-			if r.Annotated || len(r.Entries) > 0 {
+			if !r.Absent() {
 				last = append(last, fmt.Sprintf("node %s runs no pod of %s, yet the driver is registered there (annotation %v, %d CSINode entries)", n, d.spec.Workload, r.Annotated, len(r.Entries)))
 			}
 		}
