@@ -135,6 +135,9 @@ func absences(pts []point, from, to time.Time) []Span {
 		if start.Before(from) {
 			start = from
 		}
+		if i+1 < len(pts) && !end.After(start) {
+			continue // replaced at once: held for no time (the other recorder's first state, at the window's start)
+		}
 		if pt.Present {
 			cur = nil
 			continue

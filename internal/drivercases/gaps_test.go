@@ -88,6 +88,15 @@ func TestMeasureGaps(t *testing.T) {
 	nodeEvs := []record.Event{node(-5000, "vm"), node(1500, ""), node(2500, "vm"), node(6000, "other"), node(6300, "vm"), node(8000, "")}
 	cnEvs := []record.Event{csinode(-5000, "vm"), csinode(1000, ""), csinode(2000, "vm"), csinode(5000, ""), csinode(5100, "vm")}
 	g := MeasureGaps("vm", "d.example.com", nodeEvs, cnEvs, t0, ms(10000))
+	// From the later of the two recorders' first events (as the e2e suite
+	// measures from positions): the other's state before it is not a gap.
+	if late := MeasureGaps("vm", "d.example.com", nodeEvs[1:], cnEvs[1:], ms(1500), ms(1800)); len(late.Unregistered) != 1 || late.Unregistered[0] != (Span{From: ms(1500), To: ms(1800), Open: true}) {
+		t.Errorf("window from the later first event: %v, want one span from it", late.Unregistered)
+	}
+	reg := []record.Event{node(100, "vm")}
+	if got := MeasureGaps("vm", "d.example.com", reg, []record.Event{csinode(200, "vm")}, ms(200), ms(300)).Unregistered; len(got) != 0 {
+		t.Errorf("registered from the window's start: %v, want no span (not one of no length)", got)
+	}
 	want := []Span{{From: ms(1000), To: ms(2500)}, {From: ms(5000), To: ms(5100)}, {From: ms(6000), To: ms(6300)}, {From: ms(8000), To: ms(10000), Open: true}}
 	if len(g.Unregistered) != len(want) {
 		t.Fatalf("unregistered %v, want %v", g.Unregistered, want)
