@@ -10,6 +10,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,12 +39,13 @@ func Cases() []string {
 	return append([]string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}, ReadinessCases()...)
 }
 
-// CheckCases returns an error naming the first name that is not one of
-// Cases, with the names it may be.
+// CheckCases returns a *csiplugin.ValidationError naming the first name
+// that is not one of Cases, with the names it may be.
 func CheckCases(names []string) error {
 	for _, n := range names {
 		if !slices.Contains(Cases(), n) {
-			return fmt.Errorf("case %q: not a case that can be chosen; want one of %s (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode)", n, strings.Join(Cases(), ", "))
+			return &csiplugin.ValidationError{What: "case", Value: n, Rule: "is not a case that can be chosen",
+				Fix: "choose one of " + strings.Join(Cases(), ", ") + " (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode)"}
 		}
 	}
 	return nil
