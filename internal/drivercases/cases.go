@@ -448,15 +448,7 @@ func (s *suite) uninstalled(t *check) {
 	}
 	t.measure("kubectl delete (waits for every object to be gone)", time.Since(t0))
 	for _, n := range d.nodes {
-		i, ev := await(t, ctx, r[n].node, 0, shortWait, "annotation key gone", func(st record.State) bool {
-			nd := st.Node(n)
-			if nd == nil {
-				return false
-			}
-			m, err := AnnotationMap(nd)
-			_, ok := m[d.name]
-			return err == nil && !ok
-		})
+		i, ev := await(t, ctx, r[n].node, 0, shortWait, "annotation key gone", AnnotatedWith(n, d.name, false, nil))
 		measureGone(t, i, "annotation key gone on "+n, ev.At.Sub(t0))
 		i, ev = await(t, ctx, r[n].cn, 0, shortWait, "CSINode entry gone", d.entryAbsent(n))
 		measureGone(t, i, "CSINode entry gone on "+n, ev.At.Sub(t0))
