@@ -112,7 +112,7 @@ func (s *suite) deployed(t *check) {
 			keys = reg.Entries[0].TopologyKeys
 		}
 		t.Logf("node %s: annotation %s: %s=%s; CSINode entry nodeID=%s topologyKeys=%v allocatable=%s; labels %v; pod %s Ready; expected %s",
-			n, csiplugin.NodeIDAnnotation, d.name, reg.Annotation, e.nodeID, keys, orDash(count), pick(reg.Labels, keys), pod.Name, e)
+			n, csiplugin.NodeIDAnnotation, d.name, reg.Annotation, e.nodeID, keys, orDash(count), Pick(reg.Labels, keys), pod.Name, e)
 	}
 	for _, p := range s.csiDriverProblems(ctx) {
 		t.Error(p)

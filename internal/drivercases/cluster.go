@@ -95,14 +95,19 @@ func PodsByNode(ctx context.Context, c kubernetes.Interface, namespace, selector
 
 // PodOn returns the workload's pod on node.
 func (c *workloadCluster) PodOn(ctx context.Context, node string) (*corev1.Pod, error) {
-	pods, err := c.Pods(ctx)
+	return PodOn(ctx, c.Client, c.Namespace, c.Selector, c.Workload, node)
+}
+
+// PodOn returns the pod on node of the pods PodsByNode finds.
+func PodOn(ctx context.Context, c kubernetes.Interface, namespace, selector, workload, node string) (*corev1.Pod, error) {
+	pods, err := PodsByNode(ctx, c, namespace, selector, workload)
 	if err != nil {
 		return nil, err
 	}
 	if p := pods[node]; p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("no pod of %s on node %s", c.Workload, node)
+	return nil, fmt.Errorf("no pod of %s on node %s", workload, node)
 }
 
 // PodReady reports the pod's Ready condition.

@@ -450,7 +450,9 @@ func await(t *check, ctx context.Context, r *record.Recorder, from int, timeout 
 	return i, ev
 }
 
-func pick(m map[string]string, keys []string) map[string]string {
+// Pick returns the entries of m whose keys are in keys (a node's topology
+// labels, for a log line).
+func Pick(m map[string]string, keys []string) map[string]string {
 	out := map[string]string{}
 	for _, k := range keys {
 		if v, ok := m[k]; ok {

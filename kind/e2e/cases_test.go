@@ -323,19 +323,9 @@ func testDeployed(t *testing.T) {
 			}
 		}
 		t.Logf("node %s: annotation %s=%s; CSINode entry nodeID=%s topologyKeys=%v allocatable=%d; labels %v; pod %s Ready",
-			n, csiplugin.NodeIDAnnotation, nd.Annotations[csiplugin.NodeIDAnnotation], e.NodeID, e.TopologyKeys, *e.Allocatable.Count, pick(nd.Labels, cfg.TopologyKeys()), pod.Name)
+			n, csiplugin.NodeIDAnnotation, nd.Annotations[csiplugin.NodeIDAnnotation], e.NodeID, e.TopologyKeys, *e.Allocatable.Count, drivercases.Pick(nd.Labels, cfg.TopologyKeys()), pod.Name)
 	}
 	checkDoctor(t, ctx, 0, "healthy: ", cfg.Driver) // csi-registrar doctor agrees (doctor_test.go)
-}
-
-func pick(m map[string]string, keys []string) map[string]string {
-	out := map[string]string{}
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // 2. Pod deleted: the old registrar removes its socket on SIGTERM, so the

@@ -203,14 +203,7 @@ func (c *Cluster) Pods(ctx context.Context) (map[string]*corev1.Pod, error) {
 
 // PodOn returns the DaemonSet's pod on node.
 func (c *Cluster) PodOn(ctx context.Context, node string) (*corev1.Pod, error) {
-	pods, err := c.Pods(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p := pods[node]; p != nil {
-		return p, nil
-	}
-	return nil, fmt.Errorf("no pod of DaemonSet %s on node %s", c.DaemonSet, node)
+	return drivercases.PodOn(ctx, c.Client, c.Namespace, c.Selector, "DaemonSet "+c.DaemonSet, node)
 }
 
 // Restarts is "driver=N registrar=M" for a pod: the containers' restartCounts.
