@@ -54,25 +54,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "csi-driver-new: unexpected argument %q: every setting is a flag (-help lists them)\n", fs.Arg(0))
 		return 2
 	}
-	src, err := source(ctx, *from)
-	if err != nil {
-		fmt.Fprintln(stderr, "csi-driver-new:", err)
-		return 2
-	}
-	o.Source = src
-	res, err := newdriver.Generate(ctx, o, *tidy)
+	code, err := generate(ctx, o, *from, *tidy, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "csi-driver-new:", err)
 		if csiplugin.IsValidationError(err) {
 			fmt.Fprintln(stderr, "csi-driver-new: nothing was written")
-			return 2
 		}
-		return 1
+	}
+	return code
+}
+
+// generate writes the project and returns the exit code and the error that
+// made it fail: a bad value is a *csiplugin.ValidationError (exit 2).
+func generate(ctx context.Context, o newdriver.Options, from string, tidy bool, stdout io.Writer) (int, error) {
+	src, err := source(ctx, from)
+	if err != nil {
+		return 2, err
+	}
+	o.Source = src
+	res, err := newdriver.Generate(ctx, o, tidy)
+	if err != nil {
+		if csiplugin.IsValidationError(err) {
+			return 2, err
+		}
+		return 1, err
 	}
 	fmt.Fprintf(stdout, "wrote %d files to %s: package %s (pkg/%s), command %s (cmd/%s)\n",
 		len(res.Files), res.Dir, res.Package, res.Package, res.Binary, res.Binary)
 	fmt.Fprintf(stdout, "next: cd %s && make build test   (README.md: verify on a cluster)\n", res.Dir)
-	return 0
+	return 0, nil
 }
 
 // source is the csi-registrar module to generate from: the checkout -from

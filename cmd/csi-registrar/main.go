@@ -68,23 +68,30 @@ func defaultRoles() roles {
 
 // run executes the command line and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer, r roles) int {
+	code, err := execute(args, stdout, stderr, r)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", message(err))
+	}
+	return code
+}
+
+// execute runs the command line and returns the exit code and the error
+// that made it fail: a bad value is a *csiplugin.ValidationError (exit 2).
+func execute(args []string, stdout, stderr io.Writer, r roles) (int, error) {
 	if len(args) > 0 && filepath.Base(args[0]) == upstreamName {
 		args = append([]string{args[0], "register"}, args[1:]...)
 	}
-	app := newApp(stdout, stderr, r)
-	err := app.Run(args)
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintln(stderr, "error:", message(err))
+	err := newApp(stdout, stderr, r).Run(args)
 	var ec cli.ExitCoder
 	switch {
+	case err == nil:
+		return exitOK, nil
 	case errors.As(err, &ec):
-		return ec.ExitCode()
+		return ec.ExitCode(), err
 	case csiplugin.IsValidationError(err), isUsageError(err):
-		return exitBadInput
+		return exitBadInput, err
 	}
-	return exitError
+	return exitError, err
 }
 
 func newApp(stdout, stderr io.Writer, r roles) *cli.App {

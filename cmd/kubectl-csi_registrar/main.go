@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/csi-registrar/csi-registrar/internal/clusterstatus"
-	"github.com/csi-registrar/csi-registrar/internal/optionerror"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -39,12 +39,42 @@ func main() {
 	os.Exit(code)
 }
 
-// badInput marks errors in the arguments: exit 2.
+// badInput marks errors in the arguments: exit 2. A bad value of a flag or
+// argument is a *csiplugin.ValidationError (the value, the rule, the fix),
+// also exit 2.
 type badInput struct{ error }
 
 // run is the command; it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	code, err := execute(ctx, args, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+	}
+	return code
+}
+
+// execute runs the command line and returns the exit code and the error
+// that made it fail: a bad value is a *csiplugin.ValidationError (exit 2).
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	code := clusterstatus.ExitHealthy
+	root := newRoot(&code, stdout, stderr)
+	root.SetArgs(args)
+	root.SetContext(ctx)
+	err := root.Execute()
+	if err != nil {
+		var bad badInput
+		if errors.As(err, &bad) || csiplugin.IsValidationError(err) || strings.HasPrefix(err.Error(), "unknown command") {
+			return clusterstatus.ExitBadInput, err
+		}
+		if code == clusterstatus.ExitHealthy {
+			code = clusterstatus.ExitIncomplete
+		}
+	}
+	return code, err
+}
+
+// newRoot is the root command with its subcommands; they set *code.
+func newRoot(code *int, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubectl-csi_registrar",
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl csi-registrar"},
@@ -53,33 +83,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return badInput{fmt.Errorf("%w; see %s --help", err, c.CommandPath())}
 	})
-	root.AddCommand(statusCommand(&code, stdout, stderr))
-	root.AddCommand(verifyCommand(&code, stdout, stderr))
-	root.AddCommand(storageCommand(&code, stdout, stderr))
-	root.SetContext(ctx)
-	if err := root.Execute(); err != nil {
-		var bad badInput
-		fmt.Fprintln(stderr, "error:", err)
-		if errors.As(err, &bad) || strings.HasPrefix(err.Error(), "unknown command") {
-			return clusterstatus.ExitBadInput
-		}
-		if code == clusterstatus.ExitHealthy {
-			code = clusterstatus.ExitIncomplete
-		}
-	}
-	return code
+	root.AddCommand(statusCommand(code, stdout, stderr))
+	root.AddCommand(verifyCommand(code, stdout, stderr))
+	root.AddCommand(storageCommand(code, stdout, stderr))
+	return root
 }
 
 func statusCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 	config := genericclioptions.NewConfigFlags(true)
-	opts := clusterstatus.Options{ProxyTimeout: clusterstatus.DefaultProxyTimeout, ProxyConcurrency: clusterstatus.DefaultProxyConcurrency}
-	var output string
+	opts := clusterstatus.Options{ProxyTimeout: clusterstatus.DefaultProxyTimeout, ProxyConcurrency: clusterstatus.DefaultProxyConcurrency, Names: optionNames}
 	var watch, stats bool
 	cmd := &cobra.Command{
 		Use:   "status [DRIVER]",
@@ -110,10 +127,7 @@ missing permission).`,
 				opts.Namespace = *config.Namespace
 			}
 			if err := opts.Validate(); err != nil {
-				return badInput{named(err)}
-			}
-			if err := clusterstatus.ValidOutput(output); err != nil {
-				return badInput{named(err)}
+				return err
 			}
 			restConfig, err := config.ToRESTConfig()
 			if err != nil {
@@ -129,7 +143,7 @@ missing permission).`,
 				return badInput{fmt.Errorf("kubeconfig: %w", err)}
 			}
 			start := time.Now()
-			printer := &clusterstatus.Printer{Format: output, Out: stdout}
+			printer := &clusterstatus.Printer{Format: opts.Format, Out: stdout}
 			report := func(r *clusterstatus.Report) error {
 				*code = r.ExitCode()
 				_, err := printer.Print(r, watch)
@@ -153,7 +167,7 @@ missing permission).`,
 	}
 	f := cmd.Flags()
 	config.AddFlags(f)
-	f.StringVarP(&output, "output", "o", "", "output format: wide, json or yaml (default: one row per driver)")
+	f.StringVarP(&opts.Format, "output", "o", "", "output format: wide, json or yaml (default: one row per driver)")
 	f.BoolVarP(&watch, "watch", "w", false, "after the answer, answer again on every change (rows that changed; json/yaml: whole documents)")
 	f.DurationVar(&opts.ProxyTimeout, "proxy-timeout", opts.ProxyTimeout, "deadline of each proxy call to a registrar or kubelet; one past it is reported as unknown")
 	f.IntVar(&opts.ProxyConcurrency, "proxy-concurrency", opts.ProxyConcurrency, "most proxy calls in flight")
@@ -163,17 +177,13 @@ missing permission).`,
 }
 
 // optionNames names the argument or flag that sets each input of
-// clusterstatus, as its *clusterstatus.OptionError reports it.
+// clusterstatus, for its errors to call it so.
 var optionNames = map[clusterstatus.Option]string{
 	clusterstatus.OptionDriver:           "DRIVER",
 	clusterstatus.OptionProxyTimeout:     "--proxy-timeout",
 	clusterstatus.OptionProxyConcurrency: "--proxy-concurrency",
 	clusterstatus.OptionFormat:           "-o",
 }
-
-// named is err with the library's field called by the command's argument
-// or flag.
-func named(err error) error { return optionerror.Named(err, optionNames, nil) }
 
 // requestCounter counts the API requests, by kind.
 type requestCounter struct {

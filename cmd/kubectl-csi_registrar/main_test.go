@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // TestBadArguments: every bad argument exits 2 with a message naming it,
@@ -35,9 +39,14 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"status", "--proxy-concurrency=0"}, `--proxy-concurrency "0"`},
 		{[]string{"status", "--kubeconfig", missing}, "kubeconfig"},
 		{[]string{"nosuchcommand"}, "unknown command"},
-		{[]string{"verify", "-f", "x", "--case", "1_deployed"}, `case "1_deployed"`},
-		{[]string{"verify", "-f", "x", "--case", "6_rollout", "--rollouts", "0"}, "--rollouts=0"},
-		{[]string{"verify", "-f", "x", "--registrar-logs", "maybe"}, "--registrar-logs=maybe"},
+		{[]string{"verify", "-f", "x", "--case", "1_deployed"}, `invalid --case "1_deployed": is not a case that can be chosen`},
+		{[]string{"verify", "-f", "x", "--case", "6_rollout", "--rollouts", "0"}, `invalid --rollouts "0": must be at least 1`},
+		{[]string{"verify", "-f", "x", "--registrar-logs", "maybe"}, `invalid --registrar-logs "maybe": must be keep or blocked`},
+		{[]string{"verify"}, `invalid -f "": must be given`},
+		{[]string{"verify", "-f", "x", "--registrar-image="}, `invalid --registrar-image "": must not be empty`},
+		{[]string{"verify", "-f", "x", "--all-nodes", "--node", "n"}, `invalid --all-nodes "true": excludes --node`},
+		{[]string{"verify", "-f", "x", "--expect", missing}, `invalid --expect "` + missing + `": cannot be read`},
+		{[]string{"storage-e2e", "--build-only", "--kubernetes-version", "v1.37.2", "--e2e-binary", notE2E}, `invalid --e2e-binary "` + notE2E + `": gives the binary --build-only would build`},
 		// storage-e2e: every input checked before a cluster is asked.
 		{[]string{"storage-e2e"}, `invalid --definition "": must be given`},
 		{[]string{"storage-e2e", "--definition", missing}, `invalid --definition "` + missing + `": cannot be read`},
@@ -58,5 +67,37 @@ func TestBadArguments(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut.String(), tc.want) || strings.Contains(errOut.String(), "Options.") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 naming %q, not a library field", tc.args, code, errOut.String(), tc.want)
 		}
+	}
+}
+
+// TestEveryCommandBadValue lists the commands: for a bad value, each
+// returns the one error of a bad value, a *csiplugin.ValidationError
+// naming the flag or argument (as the user wrote it), the value, the rule
+// and the fix, and exits 2. A command added without a case here fails.
+func TestEveryCommandBadValue(t *testing.T) {
+	bad := map[string][]string{
+		"status":      {"status", "--proxy-concurrency=0"},
+		"verify":      {"verify", "-f", "x", "--rollouts", "0"},
+		"storage-e2e": {"storage-e2e", "--definition", "../../manifests/examples/storage-e2e/stub.csi.example.com.yaml", "--timeout", "5s", "--out", t.TempDir()},
+	}
+	var code int
+	for _, c := range newRoot(&code, io.Discard, io.Discard).Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		args, ok := bad[c.Name()]
+		if !ok {
+			t.Errorf("command %s: no bad value listed here", c.Name())
+			continue
+		}
+		delete(bad, c.Name())
+		code, err := execute(context.Background(), args, io.Discard, io.Discard)
+		var ve *csiplugin.ValidationError
+		if !errors.As(err, &ve) || code != 2 || ve.Value == "" || ve.Rule == "" || ve.Fix == "" || !strings.HasPrefix(ve.What, "-") {
+			t.Errorf("%q: exit %d, error %#v; want 2 and a *csiplugin.ValidationError naming the flag, the value, the rule and the fix", args, code, err)
+		}
+	}
+	for name := range bad {
+		t.Errorf("command %s is listed here but not a command", name)
 	}
 }

@@ -3,20 +3,18 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/textlogger"
 
-	"github.com/csi-registrar/csi-registrar/internal/optionerror"
 	"github.com/csi-registrar/csi-registrar/internal/storagee2e"
 )
 
 func storageCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 	config := genericclioptions.NewConfigFlags(false)
-	var opts storagee2e.Options
+	opts := storagee2e.Options{Names: storageFlags}
 	var verbosity int
 	cmd := &cobra.Command{
 		Use:   "storage-e2e --definition FILE",
@@ -29,7 +27,7 @@ kubeconfig context, and prints every spec that ran: passed, failed, or skipped a
 by what the definition does not claim.
 
 It NEVER INSTALLS THE DRIVER: deploy it first (e.g. your project's make deploy); the run waits up to
---register-timeout for the kubelets to have it registered (CSINode) and refuses to start otherwise. It needs
+--register-timeout for the kubelets to have it registered (CSINode and Node annotation) and refuses to start otherwise. It needs
 no privilege on this machine: the suite creates its own namespaces and pods through the API, with the
 kubeconfig's credentials, and removes them.
 
@@ -72,7 +70,7 @@ the driver is not registered; 3 the suite could not run (the cluster, the build,
 			}
 			suite, err := storagee2e.New(cmd.Context(), opts)
 			if err != nil {
-				return badInput{storageNamed(err)}
+				return err
 			}
 			// A build at a given release asks no cluster.
 			var restConfig *rest.Config
@@ -84,9 +82,6 @@ the driver is not registered; 3 the suite could not run (the cluster, the build,
 			rep, err := suite.Run(cmd.Context(), restConfig)
 			*code = storagee2e.ExitCode(rep, err)
 			if err != nil {
-				if *code == storagee2e.ExitBadInput {
-					return badInput{storageNamed(err)}
-				}
 				return err
 			}
 			if opts.BuildOnly {
@@ -116,11 +111,12 @@ the driver is not registered; 3 the suite could not run (the cluster, the build,
 	return cmd
 }
 
-// storageFlags names the flag that sets each input of storagee2e, as its
-// *storagee2e.OptionError reports it.
+// storageFlags names the flag that sets each input of storagee2e, for its
+// errors to call it so.
 var storageFlags = map[storagee2e.Option]string{
 	storagee2e.OptionDefinition:        "--definition",
 	storagee2e.OptionE2EBinary:         "--e2e-binary",
+	storagee2e.OptionBuildOnly:         "--build-only",
 	storagee2e.OptionKubernetesVersion: "--kubernetes-version",
 	storagee2e.OptionCacheDir:          "--e2e-cache-dir",
 	storagee2e.OptionFocus:             "--focus",
@@ -130,13 +126,4 @@ var storageFlags = map[storagee2e.Option]string{
 	storagee2e.OptionOutDir:            "--out",
 	storagee2e.OptionTimeout:           "--timeout",
 	storagee2e.OptionRegisterTimeout:   "--register-timeout",
-}
-
-// storageNamed is err with the library's field called by the command's
-// flag, and the library's wording of the build-only option by the flag's.
-func storageNamed(err error) error {
-	return optionerror.Named(err, storageFlags, func(e *storagee2e.OptionError) {
-		e.Rule = strings.ReplaceAll(e.Rule, "a build-only run", "--build-only")
-		e.Fix = strings.ReplaceAll(e.Fix, "the build-only option", "--build-only")
-	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +25,7 @@ const DefaultNodeImage = "busybox:1.37"
 func verifyCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 	config := genericclioptions.NewConfigFlags(false)
 	var cfg verify.Config
-	var kubectlPath, registrarLogs, expectFile string
-	var cleanup bool
+	var kubectlPath string
 	cmd := &cobra.Command{
 		Use:   "verify -f DIR|FILE [-f ...]",
 		Short: "Run the driver registration cases on a driver's manifests on this cluster (disruptive)",
@@ -84,45 +82,14 @@ a case (its own error, not the driver's).`,
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			*code = verify.ExitRefused
-			if !cleanup && len(cfg.Files) == 0 {
-				return badInput{errors.New("no manifests: pass -f DIR|FILE (a kustomize directory or a manifest file), or --cleanup")}
-			}
-			switch registrarLogs {
-			case "keep":
-			case "blocked":
-				cfg.BlockRegistrarLogs = true
-			default:
-				return badInput{fmt.Errorf("--registrar-logs=%s: want keep or blocked", registrarLogs)}
-			}
-			if cfg.RegistrarImage == "" {
-				return badInput{errors.New("--registrar-image is empty: name the csi-registrar image the nodes can run, e.g. csi-registrar:dev")}
-			}
-			if err := drivercases.CheckCases(cfg.Cases); err != nil {
-				return badInput{fmt.Errorf("--case: %w", err)}
-			}
-			if expectFile != "" {
-				b, err := os.ReadFile(expectFile)
-				if err != nil {
-					return badInput{fmt.Errorf("--expect=%s: %w (a file of lines <driver> <case> <verdict> <text>)", expectFile, err)}
-				}
-				if cfg.Expect, err = drivercases.ParseExpectations(string(b)); err != nil {
-					return badInput{fmt.Errorf("--expect=%s: %w", expectFile, err)}
-				}
-				if cfg.Expect == nil {
-					cfg.Expect = []drivercases.Expectation{}
-				}
-			}
-			if cfg.Rollouts < 1 {
-				return badInput{fmt.Errorf("--rollouts=%d: want at least 1 (the rollouts of case %s)", cfg.Rollouts, drivercases.CaseRolloutsWithFaults)}
-			}
-			if cfg.AllNodes && len(cfg.Nodes) > 0 {
-				return badInput{errors.New("--all-nodes and --node exclude each other: pass one")}
+			if err := cfg.Validate(); err != nil {
+				return err
 			}
 			restConfig, err := config.ToRESTConfig()
 			if err != nil {
 				return badInput{fmt.Errorf("kubeconfig: %w; pass --kubeconfig and --context as for kubectl", err)}
 			}
-			if cleanup {
+			if cfg.Cleanup {
 				client, err := kubernetes.NewForConfig(restConfig)
 				if err != nil {
 					return badInput{fmt.Errorf("kubeconfig: %w", err)}
@@ -161,13 +128,13 @@ a case (its own error, not the driver's).`,
 	f.StringArrayVar(&cfg.Compare, "compare", nil, "another registrar image, or an image archive (.tar) of one already on the nodes: the cases run again with it in place of node-driver-registrar (repeatable)")
 	f.BoolVar(&cfg.Disruptive, "i-know-this-is-disruptive", false, "run on nodes without the label "+verify.MarkerLabel+"=true")
 	f.DurationVar(&cfg.RegisterTimeout, "register-timeout", time.Minute, "how long case 1 waits for the kubelet to register the driver once its pods run")
-	f.StringVar(&registrarLogs, "registrar-logs", "keep", "keep, or blocked: every read of the registrar container's log through the API fails (no verdict may rest on it)")
+	f.StringVar(&cfg.RegistrarLogs, "registrar-logs", "keep", "keep, or blocked: every read of the registrar container's log through the API fails (no verdict may rest on it)")
 	f.BoolVar(&cfg.LocalSockets, "local-node-sockets", false, "the node is this machine: ask the registration socket (GetInfo) and the driver (NodeGetInfo) directly, as the kubelet does")
-	f.BoolVar(&cleanup, "cleanup", false, "remove what earlier runs left (every object labelled "+verify.RunLabel+") and exit")
+	f.BoolVar(&cfg.Cleanup, "cleanup", false, "remove what earlier runs left (every object labelled "+verify.RunLabel+") and exit")
 	f.StringVar(&kubectlPath, "kubectl", "kubectl", "kubectl binary for kustomize, apply and delete")
 	f.StringVar(&cfg.Workdir, "workdir", "", "directory for the manifests as applied (default: a temporary one, removed at the end)")
 	f.StringArrayVar(&cfg.Cases, "case", nil, "run only this case besides 1_deployed and 7_uninstalled (repeatable): one of "+strings.Join(drivercases.Cases(), ", ")+"; default: 2 to 6, and R1-R4 (ready for the rolling-update mode?) when the manifests turn it on ("+drivercases.CaseRolloutsWithFaults+" runs only when named)")
-	f.StringVar(&expectFile, "expect", "", "a file of expected outcomes, one a line: <driver> <case> <verdict> <text its finding contains> (or <driver> "+drivercases.LeftOnTheNode+" <count>); exit 0 when the outcomes are exactly these and every other case passed (a non-compliant example's own failures)")
+	f.StringVar(&cfg.ExpectFile, "expect", "", "a file of expected outcomes, one a line: <driver> <case> <verdict> <text its finding contains> (or <driver> "+drivercases.LeftOnTheNode+" <count>); exit 0 when the outcomes are exactly these and every other case passed (a non-compliant example's own failures)")
 	f.BoolVar(&cfg.RemoveLeft, "remove-left", false, "once a driver's cases ran, remove the mounts and volume directories it left on the nodes (still reported, exit not 0 without --expect)")
 	f.IntVar(&cfg.Rollouts, "rollouts", 10, "how many rollouts case "+drivercases.CaseRolloutsWithFaults+" makes, each with a fault of cases 2-5 at random")
 	f.DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "the whole run's deadline; the node pods end by themselves after it")

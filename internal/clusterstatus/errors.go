@@ -1,20 +1,21 @@
 package clusterstatus
 
-import "github.com/csi-registrar/csi-registrar/internal/optionerror"
-
-// Option names an input of the package, a field of Options or of Printer,
-// as an *OptionError reports it.
+// Option names an input of the package, a field of Options.
 type Option string
 
-// The inputs an *OptionError can name.
+// The inputs an error about a value can name.
 const (
 	OptionDriver           Option = "Options.Driver"
 	OptionProxyTimeout     Option = "Options.ProxyTimeout"
 	OptionProxyConcurrency Option = "Options.ProxyConcurrency"
-	OptionFormat           Option = "Printer.Format"
+	OptionFormat           Option = "Options.Format"
 )
 
-// OptionError is the value of one input breaking a rule
-// (optionerror.Error): its message calls the input by its field; a command
-// names its own flag instead with optionerror.Named.
-type OptionError = optionerror.Error[Option]
+// name is what the messages call input opt: Options.Names' name for it (a
+// command's flag or argument), else its field.
+func (o *Options) name(opt Option) string {
+	if n, ok := o.Names[opt]; ok {
+		return n
+	}
+	return string(opt)
+}

@@ -10,9 +10,9 @@
 // events (other registrars): with bounded concurrency, each call within a
 // deadline that, when passed, is reported rather than waited on.
 //
-// Errors: Options.Validate and ValidOutput return an *OptionError naming the
-// field (Options.ProxyTimeout, Printer.Format, …), which a command names as
-// its own flag with Describe. Status returns an error only when ctx ends;
+// Errors: Options.Validate returns a *csiplugin.ValidationError naming the
+// input as Options.Names says (a command's flag), else by its field
+// (Options.ProxyTimeout, Options.Format, …). Status returns an error only when ctx ends;
 // Watch returns report's error, or an error when it cannot watch (a kind
 // cannot be listed, or its cache did not fill). What cannot be read is
 // otherwise in Report.Unknown.
@@ -39,6 +39,12 @@ type Options struct {
 	ProxyConcurrency int
 	// NoProxy: no proxy calls at all; reasons come from the lists only.
 	NoProxy bool
+	// Format is the output format the caller's Printer writes (Output*),
+	// checked with the rest.
+	Format string
+	// Names are what the errors call the inputs (a command: its flags and
+	// argument); an input without a name here is called by its field.
+	Names map[Option]string
 }
 
 // Defaults of Options.
@@ -47,23 +53,30 @@ const (
 	DefaultProxyConcurrency = 16
 )
 
-// Validate checks the options once. An error is an *OptionError naming the
-// field, the value, the rule and the fix.
+// Validate checks the options once. An error is a
+// *csiplugin.ValidationError naming the input, the value, the rule and the
+// fix.
 func (o *Options) Validate() error {
 	if o.Driver != "" {
 		var ve *csiplugin.ValidationError
 		if err := csiplugin.ValidateDriverName(o.Driver); errors.As(err, &ve) {
-			return &OptionError{Option: OptionDriver, Value: o.Driver, Rule: ve.Rule,
+			return &csiplugin.ValidationError{What: o.name(OptionDriver), Value: o.Driver, Rule: ve.Rule,
 				Fix: "name a CSI driver as `kubectl get csidrivers` lists it"}
 		}
 	}
 	if o.ProxyTimeout <= 0 {
-		return &OptionError{Option: OptionProxyTimeout, Value: o.ProxyTimeout.String(), Rule: "must be positive",
+		return &csiplugin.ValidationError{What: o.name(OptionProxyTimeout), Value: o.ProxyTimeout.String(), Rule: "must be positive",
 			Fix: "use a duration such as " + DefaultProxyTimeout.String()}
 	}
 	if o.ProxyConcurrency < 1 {
-		return &OptionError{Option: OptionProxyConcurrency, Value: strconv.Itoa(o.ProxyConcurrency), Rule: "must be at least 1",
+		return &csiplugin.ValidationError{What: o.name(OptionProxyConcurrency), Value: strconv.Itoa(o.ProxyConcurrency), Rule: "must be at least 1",
 			Fix: "use e.g. " + strconv.Itoa(DefaultProxyConcurrency)}
+	}
+	switch o.Format {
+	case OutputTable, OutputWide, OutputJSON, OutputYAML:
+	default:
+		return &csiplugin.ValidationError{What: o.name(OptionFormat), Value: o.Format, Rule: "is not an output format",
+			Fix: "use wide, json or yaml (or none for the table)"}
 	}
 	return nil
 }

@@ -20,17 +20,6 @@ const (
 	OutputYAML  = "yaml"
 )
 
-// ValidOutput checks that o is one of the formats a Printer writes. An error
-// is an *OptionError of OptionFormat.
-func ValidOutput(o string) error {
-	switch o {
-	case OutputTable, OutputWide, OutputJSON, OutputYAML:
-		return nil
-	}
-	return &OptionError{Option: OptionFormat, Value: o, Rule: "is not an output format",
-		Fix: "use wide, json or yaml (or none for the table)"}
-}
-
 // Printer writes reports. Watching, it writes the table's header once and
 // then only the rows that changed, as kubectl get -w does; JSON and YAML
 // are written whole, one document per change.

@@ -35,7 +35,7 @@ func (s *suite) deployed(t *check) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if registered = len(r.Entries) == 1; registered {
+			if registered = r.Registered(); registered {
 				break
 			}
 			if a, said, err := s.kubeletAttempts(ctx, n, d.applied); err == nil {
@@ -112,7 +112,7 @@ func (s *suite) deployed(t *check) {
 			keys = reg.Entries[0].TopologyKeys
 		}
 		t.Logf("node %s: annotation %s: %s=%s; CSINode entry nodeID=%s topologyKeys=%v allocatable=%s; labels %v; pod %s Ready; expected %s",
-			n, csiplugin.NodeIDAnnotation, d.name, reg.Annotation, e.nodeID, keys, orDash(count), pick(reg.Labels, keys), pod.Name, e)
+			n, csiplugin.NodeIDAnnotation, d.name, reg.Annotation, e.nodeID, keys, orDash(count), Pick(reg.Labels, keys), pod.Name, e)
 	}
 	for _, p := range s.csiDriverProblems(ctx) {
 		t.Error(p)
@@ -169,10 +169,10 @@ func (s *suite) podDeletedRolling(t *check, ctx context.Context, n string, exist
 	cnGaps, anGaps, all := registrationAbsences(n, d.name, nodeRec, cnRec, t0, time.Now())
 	t.Logf("rolling-update mode: node %s: CSINode entry absent: %s; annotation key absent: %s", n, spansText(cnGaps), spansText(anGaps))
 	if len(all) > 0 {
-		t.measure("pod delete -> unregistered (the old instance left before its replacement was up)", totalOf(all))
+		t.measure("pod delete -> unregistered (the old instance left before its replacement was up)", TotalOf(all))
 	}
 	switch {
-	case len(all) > 0 && all[len(all)-1].open:
+	case len(all) > 0 && all[len(all)-1].Open:
 		t.Errorf("rolling-update mode: the driver is not registered on %s again after the delete", n)
 	case len(all) > 1:
 		t.Errorf("rolling-update mode: the driver left the registration on %s %d times after one pod delete, want at most once", n, len(all))
@@ -278,7 +278,7 @@ func (s *suite) podDeleted(t *check) {
 	}
 	t.measure("pod delete -> CSINode entry back (on the new pod's node)", time.Since(t0))
 	s.regSocket(t, ctx, moved)
-	if r, err := s.cl.Registered(ctx, n, d.name); err != nil || r.Annotated || len(r.Entries) > 0 {
+	if r, err := s.cl.Registered(ctx, n, d.name); err != nil || !r.Absent() {
 		t.Errorf("node %s, which the pod left, still has the driver registered (annotation %v, CSINode entries %d, %v)", n, r.Annotated, len(r.Entries), err)
 	}
 	files, err := s.cl.Node.PluginsRegistry(ctx, n)
@@ -448,15 +448,7 @@ func (s *suite) uninstalled(t *check) {
 	}
 	t.measure("kubectl delete (waits for every object to be gone)", time.Since(t0))
 	for _, n := range d.nodes {
-		i, ev := await(t, ctx, r[n].node, 0, shortWait, "annotation key gone", func(st record.State) bool {
-			nd := st.Node(n)
-			if nd == nil {
-				return false
-			}
-			m, err := AnnotationMap(nd)
-			_, ok := m[d.name]
-			return err == nil && !ok
-		})
+		i, ev := await(t, ctx, r[n].node, 0, shortWait, "annotation key gone", AnnotatedWith(n, d.name, false, nil))
 		measureGone(t, i, "annotation key gone on "+n, ev.At.Sub(t0))
 		i, ev = await(t, ctx, r[n].cn, 0, shortWait, "CSINode entry gone", d.entryAbsent(n))
 		measureGone(t, i, "CSINode entry gone on "+n, ev.At.Sub(t0))

@@ -54,7 +54,28 @@ func NodeNames(ctx context.Context, c kubernetes.Interface) ([]string, error) {
 // Pods returns the workload's pods that are bound to a node and not
 // terminating, by node name.
 func (c *workloadCluster) Pods(ctx context.Context) (map[string]*corev1.Pod, error) {
-	l, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: c.Selector})
+	return PodsByNode(ctx, c.Client, c.Namespace, c.Selector, c.Workload)
+}
+
+// DuplicatePodsError: two pods of a workload, neither deleting, on one node
+// (during a rollout with maxSurge, or a broken deployment).
+type DuplicatePodsError struct {
+	Workload string
+	Node     string
+	Pods     [2]string
+}
+
+func (e *DuplicatePodsError) Error() string {
+	return "two pods of " + e.Workload + " on node " + e.Node + ": " + e.Pods[0] + " and " + e.Pods[1]
+}
+
+// PodsByNode returns the pods of namespace that selector selects, bound to
+// a node and not terminating, by node name; workload names them in errors.
+// (A pod the scheduler has not bound yet has no node name: a DaemonSet's
+// new pods can be listed in that state.) Two on one node are a
+// *DuplicatePodsError.
+func PodsByNode(ctx context.Context, c kubernetes.Interface, namespace, selector, workload string) (map[string]*corev1.Pod, error) {
+	l, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +86,7 @@ func (c *workloadCluster) Pods(ctx context.Context) (map[string]*corev1.Pod, err
 			continue
 		}
 		if other, dup := pods[p.Spec.NodeName]; dup {
-			return nil, fmt.Errorf("two pods of %s on node %s: %s and %s", c.Workload, p.Spec.NodeName, other.Name, p.Name)
+			return nil, &DuplicatePodsError{Workload: workload, Node: p.Spec.NodeName, Pods: [2]string{other.Name, p.Name}}
 		}
 		pods[p.Spec.NodeName] = p
 	}
@@ -74,14 +95,19 @@ func (c *workloadCluster) Pods(ctx context.Context) (map[string]*corev1.Pod, err
 
 // PodOn returns the workload's pod on node.
 func (c *workloadCluster) PodOn(ctx context.Context, node string) (*corev1.Pod, error) {
-	pods, err := c.Pods(ctx)
+	return PodOn(ctx, c.Client, c.Namespace, c.Selector, c.Workload, node)
+}
+
+// PodOn returns the pod on node of the pods PodsByNode finds.
+func PodOn(ctx context.Context, c kubernetes.Interface, namespace, selector, workload, node string) (*corev1.Pod, error) {
+	pods, err := PodsByNode(ctx, c, namespace, selector, workload)
 	if err != nil {
 		return nil, err
 	}
 	if p := pods[node]; p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("no pod of %s on node %s", c.Workload, node)
+	return nil, fmt.Errorf("no pod of %s on node %s", workload, node)
 }
 
 // PodReady reports the pod's Ready condition.
@@ -140,13 +166,34 @@ func waitingReasons(p *corev1.Pod) string {
 	return strings.Join(out, "; ")
 }
 
-// Registration is what the kubelet wrote for a driver on a node.
+// Registration is what the kubelet wrote for a driver on a node: the facts
+// csiplugin.Registration judges, as client-go reads them.
 type Registration struct {
 	Annotated  bool   // the driver's key is in the node annotation
 	Annotation string // its value
 	Entries    []storagev1.CSINodeDriver
 	Labels     map[string]string // the node's labels
 }
+
+// Facts returns the registration as csiplugin's rule reads it.
+func (r Registration) Facts() csiplugin.Registration {
+	f := csiplugin.Registration{Annotated: r.Annotated, AnnotationID: r.Annotation}
+	if len(r.Entries) > 0 {
+		f.InCSINode, f.CSINodeID = true, r.Entries[0].NodeID
+	}
+	return f
+}
+
+// Registered reports whether the kubelet has the driver registered on the
+// node, by the one rule (csiplugin.Registration.Registered).
+func (r Registration) Registered() bool { return r.Facts().Registered() }
+
+// Problem says why Registered does not hold ("" when it does).
+func (r Registration) Problem() string { return r.Facts().Problem() }
+
+// Absent reports that the kubelet wrote nothing for the driver on the node:
+// no CSINode entry, no annotation key (an uninstalled driver).
+func (r Registration) Absent() bool { return r.Facts().Absent() }
 
 // AnnotationMap decodes the node ID annotation ({} when absent), as
 // csiplugin.ParseNodeIDAnnotation does for every reader of it.
@@ -172,30 +219,38 @@ func CSINodeEntries(cn *storagev1.CSINode, driver string) []storagev1.CSINodeDri
 	return out
 }
 
-// Registered reads what the kubelet wrote for the driver on node.
-func Registered(ctx context.Context, c kubernetes.Interface, node, driver string) (Registration, error) {
+// RegistrationOf reads the registration of driver from a Node and its
+// CSINode (either nil: absent).
+func RegistrationOf(n *corev1.Node, cn *storagev1.CSINode, driver string) (Registration, error) {
 	var r Registration
-	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return r, err
+	if n != nil {
+		m, err := AnnotationMap(n)
+		if err != nil {
+			return r, err
+		}
+		r.Annotation, r.Annotated = m[driver]
+		r.Labels = n.Labels
 	}
-	m, err := AnnotationMap(n)
-	if err != nil {
-		return r, err
-	}
-	r.Annotation, r.Annotated = m[driver]
-	r.Labels = n.Labels
-	cn, err := c.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return r, err
-	default:
-		r.Entries = CSINodeEntries(cn, driver)
-	}
+	r.Entries = CSINodeEntries(cn, driver)
 	return r, nil
 }
 
+// ReadRegistration reads what the kubelet wrote for the driver on node.
+func ReadRegistration(ctx context.Context, c kubernetes.Interface, node, driver string) (Registration, error) {
+	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return Registration{}, err
+	}
+	cn, err := c.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cn = nil
+	case err != nil:
+		return Registration{}, err
+	}
+	return RegistrationOf(n, cn, driver)
+}
+
 func (c *workloadCluster) Registered(ctx context.Context, node, driver string) (Registration, error) {
-	return Registered(ctx, c.Client, node, driver)
+	return ReadRegistration(ctx, c.Client, node, driver)
 }

@@ -128,6 +128,10 @@ func (d *driverUnderTest) problems(r Registration, node string, e nodeExpect) []
 		p = append(p, fmt.Sprintf("node %s: annotation %s maps %s to %q, want %q", node, csiplugin.NodeIDAnnotation, d.name, r.Annotation, e.nodeID))
 	}
 	p = append(p, d.entryProblems(r, node, e)...)
+	if r.Annotated && len(r.Entries) > 0 && !r.Registered() {
+		// The one rule every reader of the registration applies (csiplugin).
+		p = append(p, fmt.Sprintf("node %s: %s: %s", node, d.name, r.Problem()))
+	}
 	for k, v := range e.topology {
 		if got, ok := r.Labels[k]; !ok || got != v {
 			p = append(p, fmt.Sprintf("node %s: label %s=%q (present %v), want %q", node, k, got, ok, v))
@@ -145,7 +149,7 @@ func (d *driverUnderTest) problems(r Registration, node string, e nodeExpect) []
 
 // Conditions on recorded states.
 func (d *driverUnderTest) annotated(node string, e nodeExpect, want bool) func(record.State) bool {
-	return annotatedWith(node, d.name, want, func(id string) bool { return id == e.nodeID })
+	return AnnotatedWith(node, d.name, want, func(id string) bool { return id == e.nodeID })
 }
 
 func (d *driverUnderTest) entryPresent(node string, e nodeExpect) func(record.State) bool {

@@ -143,7 +143,7 @@ func (s *suite) rolloutsWithFaults(t *check) {
 		}
 	}
 	_, _, all := registrationAbsences(n, d.name, nodeRec, cnRec, t0, end)
-	nr.Gaps, nr.Unregistered = len(all), totalOf(all).Seconds()
+	nr.Gaps, nr.Unregistered = len(all), TotalOf(all).Seconds()
 	total := end.Sub(t0).Seconds()
 	if load != nil {
 		c := load.finish(t, ctx)[n]

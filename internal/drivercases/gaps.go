@@ -3,30 +3,37 @@ package drivercases
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 )
 
-// span is a time when the driver was not registered on a node.
-type span struct {
-	from, to time.Time
-	open     bool // still unregistered at the end of the window
+// Span is a time when the driver was not registered on a node (or one of
+// its registration's facts was absent).
+type Span struct {
+	From, To time.Time
+	Open     bool // still unregistered at the end of the window
 }
 
-func (s span) String() string {
-	if s.open {
-		return fmt.Sprintf("from %s, not back", s.from.Format("15:04:05.000"))
+func (s Span) String() string {
+	if s.Open {
+		return fmt.Sprintf("from %s, not back", s.From.Format("15:04:05.000"))
 	}
-	return fmt.Sprintf("%s for %.3f s", s.from.Format("15:04:05.000"), s.to.Sub(s.from).Seconds())
+	return fmt.Sprintf("%s for %.3f s", s.From.Format("15:04:05.000"), s.To.Sub(s.From).Seconds())
 }
 
 // keyOf: the node's annotation csi.volume.kubernetes.io/nodeid has a key
 // for driver (whatever its node ID).
 func keyOf(node, driver string) func(record.State) bool {
-	return annotatedWith(node, driver, true, func(string) bool { return true })
+	return AnnotatedWith(node, driver, true, func(string) bool { return true })
+}
+
+// entryOf: the node's CSINode has an entry for driver.
+func entryOf(node, driver string) func(record.State) bool {
+	return func(st record.State) bool { return len(CSINodeEntries(st.CSINode(node), driver)) > 0 }
 }
 
 // awaitRegistered waits up to wait until node's CSINode entry and
@@ -38,30 +45,89 @@ func awaitRegistered(ctx context.Context, node, driver string, nodeRec, cnRec *r
 	return errCN, errKey
 }
 
-// registrationAbsences returns the spans within [from, to] when node's
-// CSINode entry (cn) and annotation key (key) for driver were absent, and
-// their union: the driver unregistered on the node.
-func registrationAbsences(node, driver string, nodeRec, cnRec *record.Recorder, from, to time.Time) (cn, key, all []span) {
-	cn = absences(cnRec.Events(0), entryOf(node, driver), from, to)
-	key = absences(nodeRec.Events(0), keyOf(node, driver), from, to)
-	return cn, key, unionSpans(cn, key)
+// RegistrationGaps is what the recorders of a node's Node and CSINode saw
+// of a driver's registration in a window.
+type RegistrationGaps struct {
+	// CSINode and Annotation: the spans when the CSINode entry, the
+	// annotation key, was absent.
+	CSINode, Annotation []Span
+	// Unregistered: the spans when the registration was not Registered
+	// (csiplugin's rule, on the Node and CSINode as recorded last at each
+	// event of either).
+	Unregistered []Span
 }
 
-// absences returns the spans within [from, to] when present was false,
-// from a recorder's events: the state after an event holds until the next
-// event (the last one until to); the events before from give the state at
-// from. A span still open at to ends there, marked open.
-func absences(evs []record.Event, present func(record.State) bool, from, to time.Time) []span {
-	var out []span
-	var cur *span
-	for i, ev := range evs {
-		start := ev.At
+// MeasureGaps measures the registration of driver on node within [from,
+// to] from the events of the Node's recorder and the CSINode's (a zero from:
+// from the first event on; events before from give the state at from).
+func MeasureGaps(node, driver string, nodeEvs, cnEvs []record.Event, from, to time.Time) RegistrationGaps {
+	return RegistrationGaps{
+		CSINode:      absences(points(cnEvs, entryOf(node, driver)), from, to),
+		Annotation:   absences(points(nodeEvs, keyOf(node, driver)), from, to),
+		Unregistered: absences(registeredPoints(node, driver, nodeEvs, cnEvs), from, to),
+	}
+}
+
+// registrationAbsences returns the spans within [from, to] when node's
+// CSINode entry (cn) and annotation key (key) for driver were absent, and
+// those when the driver was not registered (all).
+func registrationAbsences(node, driver string, nodeRec, cnRec *record.Recorder, from, to time.Time) (cn, key, all []Span) {
+	g := MeasureGaps(node, driver, nodeRec.Events(0), cnRec.Events(0), from, to)
+	return g.CSINode, g.Annotation, g.Unregistered
+}
+
+// point is a state seen at a time: whether what is measured was present.
+type point struct {
+	At      time.Time
+	Present bool
+}
+
+func points(evs []record.Event, present func(record.State) bool) []point {
+	out := make([]point, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, point{ev.At, present(ev.State)})
+	}
+	return out
+}
+
+// registeredPoints merges the two recorders' events in time and judges the
+// registration after each with csiplugin's rule: the Node and the CSINode
+// as last seen (before a recorder's first event: absent).
+func registeredPoints(node, driver string, nodeEvs, cnEvs []record.Event) []point {
+	var out []point
+	var n *corev1.Node
+	var cn *storagev1.CSINode
+	i, j := 0, 0
+	for i < len(nodeEvs) || j < len(cnEvs) {
+		var at time.Time
+		if j >= len(cnEvs) || i < len(nodeEvs) && !nodeEvs[i].At.After(cnEvs[j].At) {
+			at, n = nodeEvs[i].At, nodeEvs[i].State.Node(node)
+			i++
+		} else {
+			at, cn = cnEvs[j].At, cnEvs[j].State.CSINode(node)
+			j++
+		}
+		r, err := RegistrationOf(n, cn, driver)
+		out = append(out, point{at, err == nil && r.Registered()})
+	}
+	return out
+}
+
+// absences returns the spans within [from, to] when the points were not
+// present: the state at a point holds until the next point (the last one
+// until to); the points before from give the state at from. A span still
+// open at to ends there, marked open.
+func absences(pts []point, from, to time.Time) []Span {
+	var out []Span
+	var cur *Span
+	for i, pt := range pts {
+		start := pt.At
 		if start.After(to) {
 			break
 		}
 		end := to
-		if i+1 < len(evs) && evs[i+1].At.Before(to) {
-			end = evs[i+1].At
+		if i+1 < len(pts) && pts[i+1].At.Before(to) {
+			end = pts[i+1].At
 		}
 		if end.Before(from) {
 			continue // replaced by a later state before the window
@@ -69,50 +135,30 @@ func absences(evs []record.Event, present func(record.State) bool, from, to time
 		if start.Before(from) {
 			start = from
 		}
-		if present(ev.State) {
+		if i+1 < len(pts) && !end.After(start) {
+			continue // replaced at once: held for no time (the other recorder's first state, at the window's start)
+		}
+		if pt.Present {
 			cur = nil
 			continue
 		}
 		if cur == nil {
-			out = append(out, span{from: start})
+			out = append(out, Span{From: start})
 			cur = &out[len(out)-1]
 		}
-		cur.to = end
+		cur.To = end
 	}
-	if cur != nil && !cur.to.Before(to) {
-		cur.open = true
-	}
-	return out
-}
-
-// unionSpans merges spans that overlap or touch: the driver is
-// unregistered when either its CSINode entry or its annotation key is
-// absent.
-func unionSpans(sets ...[]span) []span {
-	var all []span
-	for _, s := range sets {
-		all = append(all, s...)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].from.Before(all[j].from) })
-	var out []span
-	for _, s := range all {
-		if n := len(out); n > 0 && !s.from.After(out[n-1].to) {
-			if s.to.After(out[n-1].to) {
-				out[n-1].to = s.to
-			}
-			out[n-1].open = out[n-1].open || s.open
-			continue
-		}
-		out = append(out, s)
+	if cur != nil && !cur.To.Before(to) {
+		cur.Open = true
 	}
 	return out
 }
 
-// totalOf sums the spans' durations.
-func totalOf(spans []span) time.Duration {
+// TotalOf sums the spans' durations.
+func TotalOf(spans []Span) time.Duration {
 	var d time.Duration
 	for _, s := range spans {
-		d += s.to.Sub(s.from)
+		d += s.To.Sub(s.From)
 	}
 	return d
 }
@@ -205,7 +251,7 @@ func (j rolloutJudgement) verdict() (string, []string) {
 }
 
 // spansText lists spans for a log line.
-func spansText(spans []span) string {
+func spansText(spans []Span) string {
 	if len(spans) == 0 {
 		return "none"
 	}

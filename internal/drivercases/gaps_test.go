@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // evs builds recorder events at t0+offsets (ms), present or not after each.
@@ -30,58 +34,83 @@ func TestAbsences(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		evs   []record.Event
-		want  []span
+		want  []Span
 		total time.Duration
 	}{
 		{"registered throughout", evs(t0, -5000, true, 200, true, 900, true), nil, 0},
-		{"one gap", evs(t0, -5000, true, 1000, false, 1800, true), []span{{from: ms(1000), to: ms(1800)}}, 800 * time.Millisecond},
+		{"one gap", evs(t0, -5000, true, 1000, false, 1800, true), []Span{{From: ms(1000), To: ms(1800)}}, 800 * time.Millisecond},
 		{"two absent states in a row are one gap", evs(t0, -5000, true, 1000, false, 1200, false, 1500, true),
-			[]span{{from: ms(1000), to: ms(1500)}}, 500 * time.Millisecond},
+			[]Span{{From: ms(1000), To: ms(1500)}}, 500 * time.Millisecond},
 		{"gap before the window is not counted", evs(t0, -5000, false, -4000, true, 2000, false, 2100, true),
-			[]span{{from: ms(2000), to: ms(2100)}}, 100 * time.Millisecond},
-		{"absent at the start: from the start", evs(t0, -5000, false, 300, true), []span{{from: ms(0), to: ms(300)}}, 300 * time.Millisecond},
-		{"not back at the end", evs(t0, -5000, true, 9000, false), []span{{from: ms(9000), to: ms(10000), open: true}}, time.Second},
+			[]Span{{From: ms(2000), To: ms(2100)}}, 100 * time.Millisecond},
+		{"absent at the start: from the start", evs(t0, -5000, false, 300, true), []Span{{From: ms(0), To: ms(300)}}, 300 * time.Millisecond},
+		{"not back at the end", evs(t0, -5000, true, 9000, false), []Span{{From: ms(9000), To: ms(10000), Open: true}}, time.Second},
 		{"events after the window are ignored", evs(t0, -5000, true, 9500, false, 12000, true),
-			[]span{{from: ms(9500), to: ms(10000), open: true}}, 500 * time.Millisecond},
+			[]Span{{From: ms(9500), To: ms(10000), Open: true}}, 500 * time.Millisecond},
 	} {
-		got := absences(c.evs, present, t0, ms(10000))
+		got := absences(points(c.evs, present), t0, ms(10000))
 		if len(got) != len(c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 			continue
 		}
 		for i := range got {
-			if !got[i].from.Equal(c.want[i].from) || !got[i].to.Equal(c.want[i].to) || got[i].open != c.want[i].open {
+			if !got[i].From.Equal(c.want[i].From) || !got[i].To.Equal(c.want[i].To) || got[i].Open != c.want[i].Open {
 				t.Errorf("%s: span %d = %+v, want %+v", c.name, i, got[i], c.want[i])
 			}
 		}
-		if d := totalOf(got); d != c.total {
+		if d := TotalOf(got); d != c.total {
 			t.Errorf("%s: total %s, want %s", c.name, d, c.total)
 		}
 	}
 }
 
-// The driver is unregistered while either the CSINode entry or the
-// annotation key is absent: overlapping spans count once.
-func TestUnionSpans(t *testing.T) {
+// The driver is unregistered while csiplugin's rule does not hold on the
+// Node and CSINode as last recorded: while either the CSINode entry or the
+// annotation key is absent (overlapping spans count once), and while they
+// disagree on the node ID.
+func TestMeasureGaps(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 17, 0, 0, 0, time.UTC)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	cn := []span{{from: ms(1000), to: ms(2000)}, {from: ms(5000), to: ms(5100)}}
-	an := []span{{from: ms(1500), to: ms(2500)}, {from: ms(8000), to: ms(10000), open: true}}
-	got := unionSpans(cn, an)
-	want := []span{{from: ms(1000), to: ms(2500)}, {from: ms(5000), to: ms(5100)}, {from: ms(8000), to: ms(10000), open: true}}
-	if len(got) != len(want) {
-		t.Fatalf("union %v, want %v", got, want)
+	node := func(at int, id string) record.Event {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vm", Annotations: map[string]string{}}}
+		if id != "" {
+			n.Annotations[csiplugin.NodeIDAnnotation] = `{"d.example.com":"` + id + `"}`
+		}
+		return record.Event{At: ms(at), State: record.State{"vm": n}}
 	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Errorf("span %d = %+v, want %+v", i, got[i], want[i])
+	csinode := func(at int, id string) record.Event {
+		cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "vm"}}
+		if id != "" {
+			cn.Spec.Drivers = []storagev1.CSINodeDriver{{Name: "d.example.com", NodeID: id}}
+		}
+		return record.Event{At: ms(at), State: record.State{"vm": cn}}
+	}
+	nodeEvs := []record.Event{node(-5000, "vm"), node(1500, ""), node(2500, "vm"), node(6000, "other"), node(6300, "vm"), node(8000, "")}
+	cnEvs := []record.Event{csinode(-5000, "vm"), csinode(1000, ""), csinode(2000, "vm"), csinode(5000, ""), csinode(5100, "vm")}
+	g := MeasureGaps("vm", "d.example.com", nodeEvs, cnEvs, t0, ms(10000))
+	// From the later of the two recorders' first events (as the e2e suite
+	// measures from positions): the other's state before it is not a gap.
+	if late := MeasureGaps("vm", "d.example.com", nodeEvs[1:], cnEvs[1:], ms(1500), ms(1800)); len(late.Unregistered) != 1 || late.Unregistered[0] != (Span{From: ms(1500), To: ms(1800), Open: true}) {
+		t.Errorf("window from the later first event: %v, want one span from it", late.Unregistered)
+	}
+	reg := []record.Event{node(100, "vm")}
+	if got := MeasureGaps("vm", "d.example.com", reg, []record.Event{csinode(200, "vm")}, ms(200), ms(300)).Unregistered; len(got) != 0 {
+		t.Errorf("registered from the window's start: %v, want no span (not one of no length)", got)
+	}
+	want := []Span{{From: ms(1000), To: ms(2500)}, {From: ms(5000), To: ms(5100)}, {From: ms(6000), To: ms(6300)}, {From: ms(8000), To: ms(10000), Open: true}}
+	if len(g.Unregistered) != len(want) {
+		t.Fatalf("unregistered %v, want %v", g.Unregistered, want)
+	}
+	for i := range want {
+		if g.Unregistered[i] != want[i] {
+			t.Errorf("span %d = %+v, want %+v", i, g.Unregistered[i], want[i])
 		}
 	}
-	if d := totalOf(got); d != 3600*time.Millisecond {
-		t.Errorf("total %s, want 3.6s", d)
+	if d := TotalOf(g.Unregistered); d != 3900*time.Millisecond {
+		t.Errorf("total %s, want 3.9s", d)
 	}
-	if got := unionSpans(); len(got) != 0 {
-		t.Errorf("union of nothing: %v", got)
+	if len(g.CSINode) != 2 || len(g.Annotation) != 2 {
+		t.Errorf("CSINode entry absent %v, annotation key absent %v: want 2 spans each (the node ID's disagreement is neither)", g.CSINode, g.Annotation)
 	}
 }
 

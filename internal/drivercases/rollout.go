@@ -131,8 +131,8 @@ func (s *suite) rollout(t *check) {
 			}
 		}
 		cnGaps, anGaps, all := registrationAbsences(n, d.name, r[n].node, r[n].cn, t0, end)
-		nr.Gaps, nr.Unregistered = len(all), totalOf(all).Seconds()
-		nr.NotBack = len(all) > 0 && all[len(all)-1].open
+		nr.Gaps, nr.Unregistered = len(all), TotalOf(all).Seconds()
+		nr.NotBack = len(all) > 0 && all[len(all)-1].Open
 		t.Logf("node %s: CSINode entry absent: %s; annotation key absent: %s; unregistered %.3f s", n, spansText(cnGaps), spansText(anGaps), nr.Unregistered)
 		if nr.Moved {
 			t.Logf("node %s: the workload's pod left it (now on %v): its registration there ended, as expected", n, d.nodes)
@@ -170,11 +170,6 @@ func (s *suite) rollout(t *check) {
 			t.Errorf("%s", y)
 		}
 	}
-}
-
-// entryOf: the node's CSINode has an entry for driver.
-func entryOf(node, driver string) func(record.State) bool {
-	return func(st record.State) bool { return len(CSINodeEntries(st.CSINode(node), driver)) > 0 }
 }
 
 // inlineVolumes says why the driver's CSI inline volumes cannot be mounted
@@ -219,9 +214,37 @@ func (s *suite) patchTemplate(ctx context.Context, value string) error {
 
 // awaitRolledOut waits until no pod of before is left, each pod of the
 // workload is Ready, and as many run as before (a DaemonSet: one a node it
-// wants); it returns when it saw that.
+// wants), and a DaemonSet is rolled out by the one rule
+// (DaemonSetRolloutProblems: every pod of its current revision); it
+// returns when it saw that.
 func (s *suite) awaitRolledOut(ctx context.Context, before map[types.UID]bool, timeout time.Duration) (time.Time, error) {
-	return s.awaitReplaced(ctx, before, len(before), timeout)
+	start := time.Now()
+	at, err := s.awaitReplaced(ctx, before, len(before), timeout)
+	w := s.d.spec.Workload
+	if err != nil || w.Kind != "DaemonSet" {
+		return at, err
+	}
+	var last []string
+	first := true
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, max(timeout-time.Since(start), time.Second), true, func(ctx context.Context) (bool, error) {
+		p, _, err := DaemonSetRollout(ctx, s.cl.Client, s.cl.Namespace, w.Name, s.cl.Selector)
+		if err != nil {
+			p = []string{err.Error()}
+		}
+		last = p
+		if len(p) > 0 {
+			first = false
+			return false, nil
+		}
+		if !first {
+			at = time.Now()
+		}
+		return true, nil
+	})
+	if err != nil {
+		return at, fmt.Errorf("%s not rolled out within %s: %w: %s", w, timeout, err, strings.Join(last, "; "))
+	}
+	return at, nil
 }
 
 // awaitReplaced waits until none of the pods gone is left and want pods of

@@ -10,6 +10,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,12 +39,13 @@ func Cases() []string {
 	return append([]string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}, ReadinessCases()...)
 }
 
-// CheckCases returns an error naming the first name that is not one of
-// Cases, with the names it may be.
+// CheckCases returns a *csiplugin.ValidationError naming the first name
+// that is not one of Cases, with the names it may be.
 func CheckCases(names []string) error {
 	for _, n := range names {
 		if !slices.Contains(Cases(), n) {
-			return fmt.Errorf("case %q: not a case that can be chosen; want one of %s (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode)", n, strings.Join(Cases(), ", "))
+			return &csiplugin.ValidationError{What: "case", Value: n, Rule: "is not a case that can be chosen",
+				Fix: "choose one of " + strings.Join(Cases(), ", ") + " (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode)"}
 		}
 	}
 	return nil
@@ -234,7 +236,7 @@ func (s *suite) begin(t *check) (context.Context, string, nodeExpect) {
 			if err != nil {
 				return false, err
 			}
-			if r.Annotated || len(r.Entries) > 0 {
+			if !r.Absent() {
 				last = append(last, fmt.Sprintf("node %s runs no pod of %s, yet the driver is registered there (annotation %v, %d CSINode entries)", n, d.spec.Workload, r.Annotated, len(r.Entries)))
 			}
 		}
@@ -406,9 +408,9 @@ func (s *suite) waitKubeletAttempt(t *check, ctx context.Context, node string, t
 
 // Conditions on recorded states.
 
-// annotatedWith: the Node's csi.volume.kubernetes.io/nodeid annotation has
+// AnnotatedWith: the Node's csi.volume.kubernetes.io/nodeid annotation has
 // driver (with a node ID idOK accepts) when want, and has not when !want.
-func annotatedWith(node, driver string, want bool, idOK func(string) bool) func(record.State) bool {
+func AnnotatedWith(node, driver string, want bool, idOK func(string) bool) func(record.State) bool {
 	return func(st record.State) bool {
 		n := st.Node(node)
 		if n == nil {
@@ -448,7 +450,9 @@ func await(t *check, ctx context.Context, r *record.Recorder, from int, timeout 
 	return i, ev
 }
 
-func pick(m map[string]string, keys []string) map[string]string {
+// Pick returns the entries of m whose keys are in keys (a node's topology
+// labels, for a log line).
+func Pick(m map[string]string, keys []string) map[string]string {
 	out := map[string]string{}
 	for _, k := range keys {
 		if v, ok := m[k]; ok {

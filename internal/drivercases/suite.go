@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -487,27 +486,22 @@ func (s *suite) learnName(ctx context.Context, d *driverUnderTest, before map[st
 }
 
 // waitPodsReady waits until the workload is rolled out and each of its pods
-// is Ready. Readiness is the manifests' own (upstream layouts have no
-// readiness probe: Ready means running); registration is not waited for.
+// is Ready: a DaemonSet by the one rule (DaemonSetRolloutProblems), another
+// workload when its pods are Ready on a node. Readiness is the manifests'
+// own (upstream layouts have no readiness probe: Ready means running);
+// registration is not waited for.
 func (s *suite) waitPodsReady(ctx context.Context, w driverspec.Workload, timeout time.Duration) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		want := int(w.Replicas)
-		gen := ""
 		if w.Kind == "DaemonSet" {
-			ds, err := s.cl.Client.AppsV1().DaemonSets(s.cl.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-			if err != nil {
+			p, _, err := DaemonSetRollout(ctx, s.cl.Client, s.cl.Namespace, w.Name, s.cl.Selector)
+			switch {
+			case err != nil:
 				last = err.Error()
-				return false, nil
+			case len(p) > 0:
+				last = strings.Join(p, "; ")
 			}
-			st := ds.Status
-			last = fmt.Sprintf("DaemonSet generation %d (observed %d): desired %d, updated %d, ready %d",
-				ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady)
-			if st.ObservedGeneration < ds.Generation || st.DesiredNumberScheduled == 0 ||
-				st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled {
-				return false, nil
-			}
-			want, gen = int(st.DesiredNumberScheduled), strconv.FormatInt(ds.Generation, 10)
+			return err == nil && len(p) == 0, nil
 		}
 		pods, err := s.cl.Pods(ctx)
 		if err != nil {
@@ -515,12 +509,12 @@ func (s *suite) waitPodsReady(ctx context.Context, w driverspec.Workload, timeou
 			return false, nil
 		}
 		for n, p := range pods {
-			if !PodReady(p) || gen != "" && p.Labels["pod-template-generation"] != gen {
+			if !PodReady(p) {
 				last = fmt.Sprintf("pod %s on %s: Ready %v; %s", p.Name, n, PodReady(p), waitingReasons(p))
 				return false, nil
 			}
 		}
-		if len(pods) != want {
+		if want := int(w.Replicas); len(pods) != want {
 			last = fmt.Sprintf("%d pods of %s Ready on a node, want %d", len(pods), w, want)
 			return false, nil
 		}

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // Definition is the part of a test-driver definition file (the suite's
@@ -50,11 +52,16 @@ func (c classSource) set() bool {
 
 // LoadDefinition reads a definition file (YAML or JSON) and checks that it
 // names a driver and claims at least one volume type the suite can test.
-// Its errors are *OptionError of OptionDefinition: the file, the rule it
-// breaks and the fix.
+// Its errors are *csiplugin.ValidationError of OptionDefinition: the
+// file, the rule it breaks and the fix.
 func LoadDefinition(path string) (*Definition, error) {
+	return loadDefinition(path, string(OptionDefinition))
+}
+
+// loadDefinition is LoadDefinition with the input called what in errors.
+func loadDefinition(path, what string) (*Definition, error) {
 	bad := func(rule, fix string) error {
-		return &OptionError{Option: OptionDefinition, Value: path, Rule: rule, Fix: fix}
+		return &csiplugin.ValidationError{What: what, Value: path, Rule: rule, Fix: fix}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 func writeDef(t *testing.T, body string) string {
@@ -57,9 +59,9 @@ func TestLoadDefinitionErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := writeDef(t, tc.body)
 			_, err := LoadDefinition(p)
-			var oe *OptionError
-			if !errors.As(err, &oe) || oe.Option != OptionDefinition || oe.Value != p || oe.Fix == "" || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %#v, want an *OptionError of the definition, with a fix, containing %q", err, tc.want)
+			var oe *csiplugin.ValidationError
+			if !errors.As(err, &oe) || oe.What != string(OptionDefinition) || oe.Value != p || oe.Fix == "" || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %#v, want a *csiplugin.ValidationError of the definition, with a fix, containing %q", err, tc.want)
 			}
 		})
 	}

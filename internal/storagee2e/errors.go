@@ -4,18 +4,16 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/csi-registrar/csi-registrar/internal/optionerror"
 )
 
-// Option names an input of the package, a field of Options, as an
-// *OptionError reports it.
+// Option names an input of the package, a field of Options.
 type Option string
 
-// The inputs an *OptionError can name.
+// The inputs an error about a value can name.
 const (
 	OptionDefinition        Option = "Options.Definition"
 	OptionE2EBinary         Option = "Options.E2EBinary"
+	OptionBuildOnly         Option = "Options.BuildOnly"
 	OptionKubernetesVersion Option = "Options.KubernetesVersion"
 	OptionCacheDir          Option = "Options.CacheDir"
 	OptionFocus             Option = "Options.Focus"
@@ -27,10 +25,14 @@ const (
 	OptionRegisterTimeout   Option = "Options.RegisterTimeout"
 )
 
-// OptionError is the value of one input breaking a rule
-// (optionerror.Error): its message calls the input by its field; a command
-// names its own flag instead with optionerror.Named.
-type OptionError = optionerror.Error[Option]
+// name is what the messages call input opt: Options.Names' name for it (a
+// command's flag), else its field.
+func (o *Options) name(opt Option) string {
+	if n, ok := o.Names[opt]; ok {
+		return n
+	}
+	return string(opt)
+}
 
 // NotRegisteredError is a driver that the kubelet of no node has
 // registered: the suite would fail every spec. Run never installs the

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/csi-registrar/csi-registrar/internal/e2ebinary"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // Defaults of Options.
@@ -71,6 +72,9 @@ type Options struct {
 	RegisterTimeout time.Duration
 	// Logger receives the progress. The zero Logger discards it.
 	Logger logr.Logger
+	// Names are what the errors call the inputs (a command: its flags);
+	// an input without a name here is called by its field, Options.X.
+	Names map[Option]string
 }
 
 // Suite is a run checked by New: the definition read, the paths absolute.
@@ -85,7 +89,8 @@ type Suite struct {
 
 // New checks o once: every file it names is read (the definition, the
 // repository list, the expected list) and the e2e binary given is run with
-// --version. Errors about o are *OptionError.
+// --version. Errors about o are *csiplugin.ValidationError, naming the
+// input as o.Names says.
 func New(ctx context.Context, o Options) (*Suite, error) {
 	for _, p := range []*string{&o.Definition, &o.E2EBinary, &o.CacheDir, &o.RepoList, &o.Expected, &o.OutDir} {
 		if *p != "" {
@@ -108,10 +113,10 @@ func New(ctx context.Context, o Options) (*Suite, error) {
 	}
 	if o.Definition != "" || !o.BuildOnly {
 		if o.Definition == "" {
-			return nil, &OptionError{Option: OptionDefinition, Rule: "must be given",
+			return nil, &csiplugin.ValidationError{What: o.name(OptionDefinition), Rule: "must be given",
 				Fix: "name the driver's test-driver definition file, e.g. a copy of " + ReferenceDefinition + " with DriverInfo.Name set to the driver's name"}
 		}
-		def, err := LoadDefinition(o.Definition)
+		def, err := loadDefinition(o.Definition, o.name(OptionDefinition))
 		if err != nil {
 			return nil, err
 		}
@@ -120,13 +125,13 @@ func New(ctx context.Context, o Options) (*Suite, error) {
 	if o.E2EBinary != "" {
 		v, err := e2ebinary.BinaryVersion(ctx, o.E2EBinary)
 		if err != nil {
-			return nil, &OptionError{Option: OptionE2EBinary, Value: o.E2EBinary,
+			return nil, &csiplugin.ValidationError{What: o.name(OptionE2EBinary), Value: o.E2EBinary,
 				Rule: "does not run as Kubernetes' e2e test binary: " + errText(err),
 				Fix:  "give the e2e.test of `go test -c k8s.io/kubernetes/test/e2e` at the cluster's version, or none to have it built"}
 		}
 		s.binaryVersion = v
 	}
-	if err := checkDir(OptionCacheDir, o.CacheDir, "name a directory for the built e2e test binaries, or none for the default"); err != nil {
+	if err := o.checkDir(OptionCacheDir, o.CacheDir, "name a directory for the built e2e test binaries, or none for the default"); err != nil {
 		return nil, err
 	}
 	if o.BuildOnly {
@@ -146,17 +151,17 @@ func (s *Suite) checkBuild() error {
 	o := s.o
 	switch {
 	case o.KubernetesVersion != "" && !o.BuildOnly:
-		return &OptionError{Option: OptionKubernetesVersion, Value: o.KubernetesVersion, Rule: "applies to a build only: a run is of the cluster's version",
-			Fix: "add the build-only option, or leave the version out to run at the cluster's"}
+		return &csiplugin.ValidationError{What: o.name(OptionKubernetesVersion), Value: o.KubernetesVersion, Rule: "applies to a build only: a run is of the cluster's version",
+			Fix: "add " + o.name(OptionBuildOnly) + ", or leave the version out to run at the cluster's"}
 	case o.BuildOnly && o.E2EBinary != "":
-		return &OptionError{Option: OptionE2EBinary, Value: o.E2EBinary, Rule: "gives the binary a build-only run would build",
+		return &csiplugin.ValidationError{What: o.name(OptionE2EBinary), Value: o.E2EBinary, Rule: "gives the binary " + o.name(OptionBuildOnly) + " would build",
 			Fix: "leave one of the two out"}
 	case o.KubernetesVersion != "":
 		r, err := e2ebinary.ParseRelease(o.KubernetesVersion)
 		if err != nil {
 			var re *e2ebinary.ReleaseError
 			errors.As(err, &re)
-			return &OptionError{Option: OptionKubernetesVersion, Value: o.KubernetesVersion, Rule: strings.TrimPrefix(re.Error(), `"`+re.Value+`" `),
+			return &csiplugin.ValidationError{What: o.name(OptionKubernetesVersion), Value: o.KubernetesVersion, Rule: strings.TrimPrefix(re.Error(), `"`+re.Value+`" `),
 				Fix: "give a release of k8s.io/kubernetes, e.g. v1.37.2, or leave it out to build at the cluster's version"}
 		}
 		s.release = &r
@@ -167,39 +172,39 @@ func (s *Suite) checkBuild() error {
 // checkRun checks the options of a run.
 func (s *Suite) checkRun() error {
 	o := s.o
-	if err := checkRegexp(OptionFocus, o.Focus); err != nil {
+	if err := o.checkRegexp(OptionFocus, o.Focus); err != nil {
 		return err
 	}
 	for _, re := range o.Skip {
-		if err := checkRegexp(OptionSkip, re); err != nil {
+		if err := o.checkRegexp(OptionSkip, re); err != nil {
 			return err
 		}
 	}
 	if o.RepoList != "" {
-		if err := checkRepoList(o.RepoList, s.o.Logger); err != nil {
+		if err := o.checkRepoList(o.RepoList, s.o.Logger); err != nil {
 			return err
 		}
 	}
 	if o.Expected != "" {
 		e, err := ReadExpected(o.Expected)
 		if err != nil {
-			return &OptionError{Option: OptionExpected, Value: o.Expected, Rule: errText(err),
+			return &csiplugin.ValidationError{What: o.name(OptionExpected), Value: o.Expected, Rule: errText(err),
 				Fix: "list the full names of the specs that must pass, one a line, as the summary prints them"}
 		}
 		s.expected = e
 	}
 	if o.OutDir == "" {
-		return &OptionError{Option: OptionOutDir, Rule: "must be given", Fix: "name a directory for the suite's log and reports"}
+		return &csiplugin.ValidationError{What: o.name(OptionOutDir), Rule: "must be given", Fix: "name a directory for the suite's log and reports"}
 	}
-	if err := checkDir(OptionOutDir, o.OutDir, "name a directory for the suite's log and reports"); err != nil {
+	if err := o.checkDir(OptionOutDir, o.OutDir, "name a directory for the suite's log and reports"); err != nil {
 		return err
 	}
 	if o.Timeout < time.Minute {
-		return &OptionError{Option: OptionTimeout, Value: o.Timeout.String(), Rule: "must be at least 1m: the suite's setup alone takes seconds",
+		return &csiplugin.ValidationError{What: o.name(OptionTimeout), Value: o.Timeout.String(), Rule: "must be at least 1m: the suite's setup alone takes seconds",
 			Fix: "use e.g. " + DefaultTimeout.String()}
 	}
 	if o.RegisterTimeout < 0 {
-		return &OptionError{Option: OptionRegisterTimeout, Value: o.RegisterTimeout.String(), Rule: "must not be negative",
+		return &csiplugin.ValidationError{What: o.name(OptionRegisterTimeout), Value: o.RegisterTimeout.String(), Rule: "must not be negative",
 			Fix: "use e.g. " + DefaultRegisterTimeout.String() + ", or 0 for the default"}
 	}
 	return nil
@@ -207,16 +212,16 @@ func (s *Suite) checkRun() error {
 
 // checkRegexp refuses a value that is not a regular expression (ginkgo
 // reads focus and skip with Go's regexp package).
-func checkRegexp(opt Option, v string) error {
+func (o *Options) checkRegexp(opt Option, v string) error {
 	if _, err := regexp.Compile(v); err != nil {
-		return &OptionError{Option: opt, Value: v, Rule: "is not a regular expression: " + errText(err),
+		return &csiplugin.ValidationError{What: o.name(opt), Value: v, Rule: "is not a regular expression: " + errText(err),
 			Fix: "write one as Go's regexp package (RE2) reads it; escape [ and ] as \\[ and \\]"}
 	}
 	return nil
 }
 
 // checkDir refuses a path that exists and is not a directory.
-func checkDir(opt Option, p, fix string) error {
+func (o *Options) checkDir(opt Option, p, fix string) error {
 	if p == "" {
 		return nil
 	}
@@ -225,9 +230,9 @@ func checkDir(opt Option, p, fix string) error {
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case err != nil:
-		return &OptionError{Option: opt, Value: p, Rule: "cannot be read: " + errText(err), Fix: fix}
+		return &csiplugin.ValidationError{What: o.name(opt), Value: p, Rule: "cannot be read: " + errText(err), Fix: fix}
 	case !fi.IsDir():
-		return &OptionError{Option: opt, Value: p, Rule: "is a file, not a directory", Fix: fix}
+		return &csiplugin.ValidationError{What: o.name(opt), Value: p, Rule: "is a file, not a directory", Fix: fix}
 	}
 	return nil
 }
@@ -243,18 +248,18 @@ func RepoListKeys() []string {
 // registries. A key the suite of 1.37 does not know is logged: the suite
 // ignores it without a word, and a misspelt one leaves that registry as it
 // is.
-func checkRepoList(p string, log logr.Logger) error {
+func (o *Options) checkRepoList(p string, log logr.Logger) error {
 	const fix = "write a YAML mapping of the suite's registries to yours, e.g. promoterE2eRegistry: registry.example.com/e2e-test-images"
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return &OptionError{Option: OptionRepoList, Value: p, Rule: "cannot be read: " + errText(err), Fix: fix}
+		return &csiplugin.ValidationError{What: o.name(OptionRepoList), Value: p, Rule: "cannot be read: " + errText(err), Fix: fix}
 	}
 	var m map[string]string
 	if err := yaml.Unmarshal(data, &m); err != nil {
-		return &OptionError{Option: OptionRepoList, Value: p, Rule: "is not a YAML mapping of registries: " + errText(err), Fix: fix}
+		return &csiplugin.ValidationError{What: o.name(OptionRepoList), Value: p, Rule: "is not a YAML mapping of registries: " + errText(err), Fix: fix}
 	}
 	if len(m) == 0 {
-		return &OptionError{Option: OptionRepoList, Value: p, Rule: "maps no registry", Fix: fix}
+		return &csiplugin.ValidationError{What: o.name(OptionRepoList), Value: p, Rule: "maps no registry", Fix: fix}
 	}
 	var unknown []string
 	for k := range m {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/e2ebinary"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 const reference = "../../" + ReferenceDefinition
@@ -37,7 +38,7 @@ func writeFile(t *testing.T, name, body string) string {
 }
 
 // TestNewRefuses: every input that cannot work is refused by New, before
-// any cluster is asked, as an *OptionError naming the input, its value, the
+// any cluster is asked, as a *csiplugin.ValidationError naming the input, its value, the
 // rule and a fix.
 func TestNewRefuses(t *testing.T) {
 	dir := t.TempDir()
@@ -84,9 +85,9 @@ func TestNewRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(context.Background(), tc.o)
-			var oe *OptionError
-			if !errors.As(err, &oe) || oe.Option != tc.opt || oe.Fix == "" || !strings.Contains(oe.Rule, tc.want) {
-				t.Fatalf("New: %#v; want an *OptionError of %s with a fix, its rule containing %q", err, tc.opt, tc.want)
+			var oe *csiplugin.ValidationError
+			if !errors.As(err, &oe) || oe.What != string(tc.opt) || oe.Fix == "" || !strings.Contains(oe.Rule, tc.want) {
+				t.Fatalf("New: %#v; want a *csiplugin.ValidationError of %s with a fix, its rule containing %q", err, tc.opt, tc.want)
 			}
 			if oe.Rule != "must be given" && oe.Value == "" {
 				t.Errorf("%v: the value is not named", err)
@@ -162,11 +163,11 @@ func TestBinaryOfAnotherRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		bin, err := s.binary(context.Background(), r)
-		var oe *OptionError
+		var oe *csiplugin.ValidationError
 		switch {
 		case ok && (err != nil || bin != s.o.E2EBinary):
 			t.Errorf("%s on a v1.37.2 cluster: %q, %v; want it taken", version, bin, err)
-		case !ok && (!errors.As(err, &oe) || oe.Option != OptionE2EBinary || !strings.Contains(oe.Rule, "the cluster runs v1.37.2")):
+		case !ok && (!errors.As(err, &oe) || oe.What != string(OptionE2EBinary) || !strings.Contains(oe.Rule, "the cluster runs v1.37.2")):
 			t.Errorf("%s on a v1.37.2 cluster: %q, %v; want it refused", version, bin, err)
 		}
 	}
@@ -189,7 +190,7 @@ func TestExitCode(t *testing.T) {
 		{"unexplained skip", &Report{Result: &Result{Passed: passed, Unexplained: []string{"c"}}}, nil, ExitFailed},
 		{"expected missing", &Report{Result: &Result{Passed: passed, Missing: []string{"d"}}}, nil, ExitFailed},
 		{"suite failed", &Report{Result: &Result{Passed: passed}, SuiteErr: errors.New("exit status 1")}, nil, ExitFailed},
-		{"bad option", nil, &OptionError{Option: OptionDefinition}, ExitBadInput},
+		{"bad option", nil, &csiplugin.ValidationError{What: string(OptionDefinition)}, ExitBadInput},
 		{"not registered", nil, &NotRegisteredError{Driver: "x"}, ExitBadInput},
 		{"could not run", nil, errors.New("connection refused"), ExitIncomplete},
 	} {

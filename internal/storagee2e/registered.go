@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -15,10 +16,10 @@ import (
 
 // waitRegistered waits until the kubelet of every node the suite's pods may
 // land on (Ready, schedulable, without a NoSchedule or NoExecute taint)
-// has the definition's driver in its CSINode, for at most timeout. After
-// it, a driver registered on some nodes only is logged and the run goes
-// on (its node plugin may select nodes); one registered nowhere is a
-// *NotRegisteredError.
+// has the definition's driver registered (csiplugin's rule), for at most
+// timeout. After it, a driver registered on some nodes only is logged and
+// the run goes on (its node plugin may select nodes); one registered
+// nowhere is a *NotRegisteredError.
 func waitRegistered(ctx context.Context, client kubernetes.Interface, def *Definition, timeout time.Duration, log logr.Logger) error {
 	driver := def.DriverInfo.Name
 	start := time.Now()
@@ -60,14 +61,18 @@ func registration(ctx context.Context, client kubernetes.Interface, driver strin
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	byName := map[string]*storagev1.CSINode{}
 	for i := range csinodes.Items {
-		if len(drivercases.CSINodeEntries(&csinodes.Items[i], driver)) > 0 {
-			registered = append(registered, csinodes.Items[i].Name)
-		}
+		byName[csinodes.Items[i].Name] = &csinodes.Items[i]
 	}
-	for _, n := range nodes.Items {
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
 		all = append(all, n.Name)
-		if schedulable(&n) && !slices.Contains(registered, n.Name) {
+		// The one rule (csiplugin.Registration.Registered): the CSINode
+		// entry and the Node annotation, with the same node ID.
+		if r, err := drivercases.RegistrationOf(n, byName[n.Name], driver); err == nil && r.Registered() {
+			registered = append(registered, n.Name)
+		} else if schedulable(n) {
 			missing = append(missing, n.Name)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/csi-registrar/csi-registrar/internal/e2ebinary"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // Exit codes of `kubectl csi-registrar storage-e2e`, as ExitCode maps a
@@ -42,10 +43,9 @@ type Report struct {
 
 // ExitCode is the exit code of a run that returned rep and err.
 func ExitCode(rep *Report, err error) int {
-	var oe *OptionError
 	var nr *NotRegisteredError
 	switch {
-	case errors.As(err, &oe), errors.As(err, &nr):
+	case csiplugin.IsValidationError(err), errors.As(err, &nr):
 		return ExitBadInput
 	case err != nil:
 		return ExitIncomplete
@@ -76,7 +76,7 @@ func (r *Report) Verdict() string {
 // Run runs the suite on the cluster of cfg (with BuildOnly, only finds or
 // builds the binary: cfg may be nil when Options.KubernetesVersion is
 // set). It returns an error when the suite could not run or the input is
-// wrong (*OptionError, *NotRegisteredError); a run whose specs failed
+// wrong (*csiplugin.ValidationError, *NotRegisteredError); a run whose specs failed
 // returns a Report and no error (ExitCode tells).
 func (s *Suite) Run(ctx context.Context, cfg *rest.Config) (*Report, error) {
 	log := s.o.Logger
@@ -118,7 +118,7 @@ func (s *Suite) Run(ctx context.Context, cfg *rest.Config) (*Report, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(s.o.OutDir, 0o755); err != nil {
-		return nil, &OptionError{Option: OptionOutDir, Value: s.o.OutDir, Rule: "cannot be created: " + errText(err), Fix: "name a directory you can write"}
+		return nil, &csiplugin.ValidationError{What: s.o.name(OptionOutDir), Value: s.o.OutDir, Rule: "cannot be created: " + errText(err), Fix: "name a directory you can write"}
 	}
 	run, err := s.runSuite(ctx, cfg, bin)
 	if err != nil {
@@ -170,7 +170,7 @@ func (s *Suite) binary(ctx context.Context, r e2ebinary.Release) (string, error)
 			log.Info("The e2e test binary does not say which release it is (built without the version stamped): it must be the cluster's",
 				"path", s.o.E2EBinary, "version", s.binaryVersion, "cluster", r)
 		case got != r:
-			return "", &OptionError{Option: OptionE2EBinary, Value: s.o.E2EBinary,
+			return "", &csiplugin.ValidationError{What: s.o.name(OptionE2EBinary), Value: s.o.E2EBinary,
 				Rule: fmt.Sprintf("is the e2e test binary of Kubernetes %s; the cluster runs %s", got, r),
 				Fix:  "give none to have it built at " + r.String() + ", or one built at that release"}
 		}

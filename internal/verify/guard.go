@@ -116,11 +116,11 @@ func installed(ctx context.Context, c kubernetes.Interface, spec *driverspec.Spe
 	}
 	if spec.DriverName != "" {
 		for _, n := range nodes {
-			r, err := drivercases.Registered(ctx, c, n, spec.DriverName)
+			r, err := drivercases.ReadRegistration(ctx, c, n, spec.DriverName)
 			if err != nil {
 				return nil, err
 			}
-			if r.Annotated || len(r.Entries) > 0 {
+			if !r.Absent() {
 				out = append(out, fmt.Sprintf("node %s has driver %s registered (annotation %v, %d CSINode entries): it is installed there, or a registration was left behind. Fix: uninstall it; a registration with no driver running goes once its socket is removed from %s on that node",
 					n, spec.DriverName, r.Annotated, len(r.Entries), drivercases.PluginsRegistry))
 			}

@@ -49,6 +49,9 @@ type Config struct {
 	Disruptive     bool
 	// RegisterTimeout: how long case 1 waits for the registration.
 	RegisterTimeout time.Duration
+	// RegistrarLogs is keep or blocked (--registrar-logs); Validate sets
+	// BlockRegistrarLogs from it.
+	RegistrarLogs string
 	// BlockRegistrarLogs: every read of the registrar container's log
 	// through the API fails (no verdict may rest on it).
 	BlockRegistrarLogs bool
@@ -61,6 +64,9 @@ type Config struct {
 	// rollouts case 8 makes.
 	Cases    []string
 	Rollouts int
+	// ExpectFile is the file of expected outcomes (--expect); Validate
+	// reads it into Expect.
+	ExpectFile string
 	// Expect, when set, are the outcomes expected (a non-compliant
 	// example's failures): the run passes when the outcomes are exactly
 	// these and every other case passes.
@@ -68,6 +74,8 @@ type Config struct {
 	// RemoveLeft: remove what the driver left on the nodes once its cases
 	// ran (the finding stands).
 	RemoveLeft bool
+	// Cleanup: remove what earlier runs left instead of running (--cleanup).
+	Cleanup bool
 	// Timeout bounds the run; the node pods end by themselves after it.
 	Timeout time.Duration
 	Out     io.Writer

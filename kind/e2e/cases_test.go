@@ -189,27 +189,7 @@ func recordPods(t *testing.T, ctx context.Context) *Recorder {
 
 // Conditions on recorded states.
 func annotated(node string, want bool) func(State) bool {
-	return annotatedWith(node, cfg.Driver, want, func(id string) bool { return !cfg.NodeIDIsNodeName || id == node })
-}
-
-// annotatedWith: the Node's csi.volume.kubernetes.io/nodeid annotation has
-// driver (with a node ID idOK accepts) when want, and has not when !want.
-func annotatedWith(node, driver string, want bool, idOK func(string) bool) func(State) bool {
-	return func(s State) bool {
-		n := s.Node(node)
-		if n == nil {
-			return false
-		}
-		m, err := drivercases.AnnotationMap(n)
-		if err != nil {
-			return false
-		}
-		v, ok := m[driver]
-		if !want {
-			return !ok
-		}
-		return ok && idOK(v)
-	}
+	return drivercases.AnnotatedWith(node, cfg.Driver, want, func(id string) bool { return !cfg.NodeIDIsNodeName || id == node })
 }
 
 func entryPresent(node string) func(State) bool {
@@ -283,7 +263,7 @@ func checkRegistered(t *testing.T, ctx context.Context, node string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range r.Problems(node, cfg) {
+	for _, p := range RegistrationProblems(r, node, cfg) {
 		t.Error(p)
 	}
 }
@@ -343,19 +323,9 @@ func testDeployed(t *testing.T) {
 			}
 		}
 		t.Logf("node %s: annotation %s=%s; CSINode entry nodeID=%s topologyKeys=%v allocatable=%d; labels %v; pod %s Ready",
-			n, csiplugin.NodeIDAnnotation, nd.Annotations[csiplugin.NodeIDAnnotation], e.NodeID, e.TopologyKeys, *e.Allocatable.Count, pick(nd.Labels, cfg.TopologyKeys()), pod.Name)
+			n, csiplugin.NodeIDAnnotation, nd.Annotations[csiplugin.NodeIDAnnotation], e.NodeID, e.TopologyKeys, *e.Allocatable.Count, drivercases.Pick(nd.Labels, cfg.TopologyKeys()), pod.Name)
 	}
 	checkDoctor(t, ctx, 0, "healthy: ", cfg.Driver) // csi-registrar doctor agrees (doctor_test.go)
-}
-
-func pick(m map[string]string, keys []string) map[string]string {
-	out := map[string]string{}
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // 2. Pod deleted: the old registrar removes its socket on SIGTERM, so the
@@ -810,7 +780,7 @@ func testKubeletRejects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Annotated || len(r.Entries) != 0 {
+		if !r.Absent() {
 			t.Errorf("node %s: registered while the label collides: annotation %v, entries %+v", n, r.Annotated, r.Entries)
 		}
 	}
@@ -908,7 +878,7 @@ func testUninstalled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if reg.Annotated || len(reg.Entries) != 0 {
+		if !reg.Absent() {
 			t.Errorf("node %s: still registered after the uninstall: annotation %v, entries %+v", n, reg.Annotated, reg.Entries)
 		}
 	}

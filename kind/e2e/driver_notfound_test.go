@@ -139,7 +139,7 @@ func waitElsewhere(t *testing.T, ctx context.Context) map[string]map[string]*cor
 			if err != nil {
 				return false, err
 			}
-			if len(r.Entries) != 1 || !r.Annotated {
+			if !r.Registered() {
 				last = fmt.Sprintf("node %s: %d CSINode entries for %s, annotated %v", n, len(r.Entries), elsewhereDriver, r.Annotated)
 				return false, nil
 			}

@@ -16,16 +16,15 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 )
 
 // Cluster is the suite's handle on the cluster under test: client-go on the
@@ -118,26 +117,17 @@ func (d DriverConfig) TopologyKeys() []string {
 }
 
 // RenderDaemonSet renders a kustomization with `kubectl kustomize` and
-// returns its DaemonSet.
+// returns its DaemonSet (driverspec.DaemonSetIn, as verify reads manifests).
 func (c *Cluster) RenderDaemonSet(ctx context.Context, dir string) (*appsv1.DaemonSet, error) {
 	out, err := c.Kubectl(ctx, "kustomize", dir)
 	if err != nil {
 		return nil, err
 	}
-	for _, doc := range strings.Split(out, "\n---\n") {
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			return nil, err
-		}
-		if tm.Kind == "DaemonSet" {
-			ds := &appsv1.DaemonSet{}
-			if err := yaml.UnmarshalStrict([]byte(doc), ds); err != nil {
-				return nil, fmt.Errorf("DaemonSet of %s: %w", dir, err)
-			}
-			return ds, nil
-		}
+	ds, err := driverspec.DaemonSetIn([]byte(out))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return nil, fmt.Errorf("%s renders no DaemonSet", dir)
+	return ds, nil
 }
 
 // ConfigOf reads the DriverConfig from a DaemonSet.
@@ -201,62 +191,19 @@ func ConfigOf(ds *appsv1.DaemonSet) (DriverConfig, error) {
 
 // NodeNames returns the names of the cluster's nodes, sorted.
 func (c *Cluster) NodeNames(ctx context.Context) ([]string, error) {
-	nl, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(nl.Items))
-	for _, n := range nl.Items {
-		names = append(names, n.Name)
-	}
-	sort.Strings(names)
-	return names, nil
-}
-
-// DuplicatePodsError: two pods of the DaemonSet, neither deleting, on one
-// node (during a rollout with maxSurge, or a broken deployment).
-type DuplicatePodsError struct {
-	Node string
-	Pods [2]string
-}
-
-func (e *DuplicatePodsError) Error() string {
-	return "two pods on node " + e.Node + ": " + e.Pods[0] + " and " + e.Pods[1]
+	return drivercases.NodeNames(ctx, c.Client)
 }
 
 // Pods returns the DaemonSet's pods that are bound to a node and not
-// terminating, by node name. (A pod the scheduler has not bound yet has no
-// node name: on kind's three nodes the DaemonSet's new pods can be listed in
-// that state.)
+// terminating, by node name (drivercases.PodsByNode: two on one node are a
+// *drivercases.DuplicatePodsError).
 func (c *Cluster) Pods(ctx context.Context) (map[string]*corev1.Pod, error) {
-	l, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: c.Selector})
-	if err != nil {
-		return nil, err
-	}
-	pods := map[string]*corev1.Pod{}
-	for i := range l.Items {
-		p := &l.Items[i]
-		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
-			continue
-		}
-		if other, dup := pods[p.Spec.NodeName]; dup {
-			return nil, &DuplicatePodsError{Node: p.Spec.NodeName, Pods: [2]string{other.Name, p.Name}}
-		}
-		pods[p.Spec.NodeName] = p
-	}
-	return pods, nil
+	return drivercases.PodsByNode(ctx, c.Client, c.Namespace, c.Selector, "DaemonSet "+c.DaemonSet)
 }
 
 // PodOn returns the DaemonSet's pod on node.
 func (c *Cluster) PodOn(ctx context.Context, node string) (*corev1.Pod, error) {
-	pods, err := c.Pods(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p := pods[node]; p != nil {
-		return p, nil
-	}
-	return nil, fmt.Errorf("no pod of DaemonSet %s on node %s", c.DaemonSet, node)
+	return drivercases.PodOn(ctx, c.Client, c.Namespace, c.Selector, "DaemonSet "+c.DaemonSet, node)
 }
 
 // Restarts is "driver=N registrar=M" for a pod: the containers' restartCounts.
@@ -268,36 +215,13 @@ func Restarts(p *corev1.Pod) map[string]int32 {
 	return r
 }
 
-// Registration is what the kubelet wrote for a driver on a node.
-type Registration struct {
-	Annotated  bool   // the driver's key is in the node annotation
-	Annotation string // its value
-	Entries    []storagev1.CSINodeDriver
-	Labels     map[string]string // the node's labels
-}
+// Registration is what the kubelet wrote for a driver on a node
+// (drivercases': judged by csiplugin's rule).
+type Registration = drivercases.Registration
 
 // Registered reads what the kubelet wrote for the driver on node.
 func (c *Cluster) Registered(ctx context.Context, node, driver string) (Registration, error) {
-	var r Registration
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return r, err
-	}
-	m, err := drivercases.AnnotationMap(n)
-	if err != nil {
-		return r, err
-	}
-	r.Annotation, r.Annotated = m[driver]
-	r.Labels = n.Labels
-	cn, err := c.Client.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return r, err
-	default:
-		r.Entries = drivercases.CSINodeEntries(cn, driver)
-	}
-	return r, nil
+	return drivercases.ReadRegistration(ctx, c.Client, node, driver)
 }
 
 // EntryProblems compares a node's CSINode entries for the driver with what
@@ -325,10 +249,11 @@ func EntryProblems(entries []storagev1.CSINodeDriver, node string, cfg DriverCon
 	return p
 }
 
-// Problems lists every way the registration on node differs from cfg: the
-// annotation maps the driver to the node name, the CSINode has one entry as
-// configured, the node carries the topology labels. Nil means registered.
-func (r Registration) Problems(node string, cfg DriverConfig) []string {
+// RegistrationProblems lists every way the registration on node differs
+// from cfg: the annotation maps the driver to the node name, the CSINode
+// has one entry as configured, the node carries the topology labels, and
+// csiplugin's rule holds. Nil means registered.
+func RegistrationProblems(r Registration, node string, cfg DriverConfig) []string {
 	var p []string
 	switch {
 	case !r.Annotated:
@@ -337,12 +262,8 @@ func (r Registration) Problems(node string, cfg DriverConfig) []string {
 		p = append(p, fmt.Sprintf("node %s: annotation maps %s to %q, want the node name", node, cfg.Driver, r.Annotation))
 	}
 	p = append(p, EntryProblems(r.Entries, node, cfg)...)
-	if len(r.Entries) == 1 && r.Annotated {
-		// The rule every reader of the registration applies (csiplugin).
-		reg := csiplugin.Registration{InCSINode: true, CSINodeID: r.Entries[0].NodeID, Annotated: true, AnnotationID: r.Annotation}
-		if !reg.Registered() {
-			p = append(p, fmt.Sprintf("node %s: %s: %s", node, cfg.Driver, reg.Problem()))
-		}
+	if len(r.Entries) == 1 && r.Annotated && !r.Registered() {
+		p = append(p, fmt.Sprintf("node %s: %s: %s", node, cfg.Driver, r.Problem()))
 	}
 	for k, v := range cfg.Topology {
 		if got, ok := r.Labels[k]; !ok || got != v {
@@ -360,45 +281,18 @@ func (c *Cluster) RolledOut(ctx context.Context, driver string, timeout time.Dur
 }
 
 // RolloutProblems lists why the DaemonSet is not fully rolled out and
-// registered: every node runs one current pod that is Ready, and the kubelet
-// registered the driver there as cfg says. Nil means deployed.
+// registered: rolled out by the one rule (drivercases.
+// DaemonSetRolloutProblems: every node runs one pod of the current
+// revision, Ready, which holds after a rollout undo), and the kubelet
+// registered the driver on the node of each Ready pod as cfg says. Nil
+// means deployed.
 func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]string, error) {
-	ds, err := c.Client.AppsV1().DaemonSets(c.Namespace).Get(ctx, c.DaemonSet, metav1.GetOptions{})
+	p, pods, err := drivercases.DaemonSetRollout(ctx, c.Client, c.Namespace, c.DaemonSet, c.Selector)
 	if err != nil {
 		return nil, err
-	}
-	var p []string
-	st := ds.Status
-	if st.ObservedGeneration < ds.Generation || st.DesiredNumberScheduled == 0 ||
-		st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled {
-		p = append(p, fmt.Sprintf("DaemonSet generation %d (observed %d): desired %d, updated %d, ready %d",
-			ds.Generation, st.ObservedGeneration, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady))
-	}
-	pods, err := c.Pods(ctx)
-	var dup *DuplicatePodsError
-	if errors.As(err, &dup) {
-		// A rollout with maxSurge: the old and the new pod side by side.
-		return append(p, err.Error()), nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	hash, err := c.currentRevisionHash(ctx, ds)
-	if err != nil {
-		return nil, err
-	}
-	if hash == "" {
-		// The controller has not written the template's revision yet.
-		return append(p, fmt.Sprintf("DaemonSet %s/%s has no ControllerRevision yet", ds.Namespace, ds.Name)), nil
 	}
 	for node, pod := range pods {
-		// The revision, not the generation: a rollout undo makes an earlier
-		// revision current again, and its pods are up to date.
-		if got := pod.Labels[appsv1.ControllerRevisionHashLabelKey]; got != hash {
-			p = append(p, fmt.Sprintf("pod %s on %s is of revision %s, want %s", pod.Name, node, got, hash))
-		}
 		if !drivercases.PodReady(pod) {
-			p = append(p, fmt.Sprintf("pod %s on %s is not Ready", pod.Name, node))
 			continue
 		}
 		r, err := c.Registered(ctx, node, cfg.Driver)
@@ -408,46 +302,15 @@ func (c *Cluster) RolloutProblems(ctx context.Context, cfg DriverConfig) ([]stri
 		if cfg.anyValues {
 			if len(r.Entries) != 1 {
 				p = append(p, fmt.Sprintf("CSINode %s has %d entries for %s, want 1", node, len(r.Entries), cfg.Driver))
-				continue
-			}
-			reg := csiplugin.Registration{InCSINode: true, CSINodeID: r.Entries[0].NodeID, Annotated: r.Annotated, AnnotationID: r.Annotation}
-			if !reg.Registered() {
-				p = append(p, fmt.Sprintf("node %s: %s: %s", node, cfg.Driver, reg.Problem()))
+			} else if !r.Registered() {
+				p = append(p, fmt.Sprintf("node %s: %s: %s", node, cfg.Driver, r.Problem()))
 			}
 			continue
 		}
-		p = append(p, r.Problems(node, cfg)...)
-	}
-	if len(pods) != int(st.DesiredNumberScheduled) {
-		p = append(p, fmt.Sprintf("%d pods, want %d", len(pods), st.DesiredNumberScheduled))
+		p = append(p, RegistrationProblems(r, node, cfg)...)
 	}
 	sort.Strings(p)
 	return p, nil
-}
-
-// currentRevisionHash returns the controller-revision-hash of the
-// DaemonSet's current template: that of its ControllerRevision with the
-// highest revision; "" while there is none yet.
-func (c *Cluster) currentRevisionHash(ctx context.Context, ds *appsv1.DaemonSet) (string, error) {
-	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-	if err != nil {
-		return "", err
-	}
-	l, err := c.Client.AppsV1().ControllerRevisions(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return "", err
-	}
-	var cur *appsv1.ControllerRevision
-	for i := range l.Items {
-		r := &l.Items[i]
-		if metav1.IsControlledBy(r, ds) && (cur == nil || r.Revision > cur.Revision) {
-			cur = r
-		}
-	}
-	if cur == nil {
-		return "", nil
-	}
-	return cur.Labels[appsv1.DefaultDaemonSetUniqueLabelKey], nil
 }
 
 // WaitDeployed waits until RolloutProblems is empty. It polls (every 250 ms):

@@ -517,67 +517,13 @@ func kubeletRegistrations(ctx context.Context, node string, since time.Time) (re
 	return registered, deregistered, lines, nil
 }
 
-// span is a time the driver was absent from one of the two records.
-type span struct{ from, to time.Time }
-
-// unregisteredTime sums, from the positions on, the time the driver's
-// CSINode entry was absent, the time its annotation key was absent, and the
-// time either was (unregistered: the union), and counts the spells of the
-// union. An absence not over by end ends at end.
+// unregisteredTime sums, from the positions on, the time the driver was
+// unregistered (csiplugin's rule), the time its CSINode entry was absent and
+// the time its annotation key was, and counts the spells of the first. An
+// absence not over by end ends at end.
 func unregisteredTime(r nodeRecorders, from recorderPos, driver, node string, end time.Time) (unregistered, csinode, annotation time.Duration, spells int) {
-	cs := absentSpans(r.csinode.Events(from.csinode), end, func(s State) bool {
-		cn := s.CSINode(node)
-		return cn != nil && len(drivercases.CSINodeEntries(cn, driver)) > 0
-	})
-	as := absentSpans(r.node.Events(from.node), end, func(s State) bool {
-		n := s.Node(node)
-		if n == nil {
-			return false
-		}
-		m, err := drivercases.AnnotationMap(n)
-		_, ok := m[driver]
-		return err == nil && ok
-	})
-	all := append(append([]span(nil), cs...), as...)
-	sort.Slice(all, func(i, j int) bool { return all[i].from.Before(all[j].from) })
-	var merged []span
-	for _, s := range all {
-		if k := len(merged) - 1; k >= 0 && !s.from.After(merged[k].to) {
-			if s.to.After(merged[k].to) {
-				merged[k].to = s.to
-			}
-			continue
-		}
-		merged = append(merged, s)
-	}
-	return total(merged), total(cs), total(as), len(merged)
-}
-
-func absentSpans(evs []Event, end time.Time, present func(State) bool) []span {
-	var out []span
-	var start time.Time
-	for _, ev := range evs {
-		ok := present(ev.State)
-		switch {
-		case !ok && start.IsZero():
-			start = ev.At
-		case ok && !start.IsZero():
-			out = append(out, span{start, ev.At})
-			start = time.Time{}
-		}
-	}
-	if !start.IsZero() {
-		out = append(out, span{start, end})
-	}
-	return out
-}
-
-func total(spans []span) time.Duration {
-	var d time.Duration
-	for _, s := range spans {
-		d += s.to.Sub(s.from)
-	}
-	return d
+	g := gapsSince(r, from, driver, node, end)
+	return drivercases.TotalOf(g.Unregistered), drivercases.TotalOf(g.CSINode), drivercases.TotalOf(g.Annotation), len(g.Unregistered)
 }
 
 func printMigrationTable(rows []migrationFigures) {

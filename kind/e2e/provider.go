@@ -17,21 +17,20 @@ import (
 	"path/filepath"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
-	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // KubeletRoot is the kubelet's root directory on the nodes of both providers.
-const KubeletRoot = csiplugin.DefaultKubeletDir
+const KubeletRoot = drivercases.KubeletRoot
 
 // PluginsRegistry is the directory the kubelet's plugin watcher watches.
-const PluginsRegistry = KubeletRoot + "/" + csiplugin.PluginsRegistryDir
+const PluginsRegistry = drivercases.PluginsRegistry
 
 // NodeFile is one entry of a directory on a node (drivercases' type: the
 // providers serve the driver cases as their Node).
 type NodeFile = drivercases.NodeFile
 
-// Provider runs the node-level actions of the suite, and brings the cluster up
-// and down. Node names are Kubernetes node names.
+// Provider runs the node-level actions of the suite (drivercases.Node), and
+// brings the cluster up and down. Node names are Kubernetes node names.
 type Provider interface {
 	// Name is "local" or "kind".
 	Name() string
@@ -47,18 +46,9 @@ type Provider interface {
 	// LoadImage makes the image archive (docker-archive or OCI tarball)
 	// available to the container runtime of every node.
 	LoadImage(ctx context.Context, archive string) error
-	// RestartKubelet stops the node's kubelet and starts it again, and
-	// returns once the new kubelet answers its health check.
-	RestartKubelet(ctx context.Context, node string) error
-	// RemoveFile removes a file on the node (not an error if it is absent).
-	RemoveFile(ctx context.Context, node, path string) error
-	// PluginsRegistry lists the node's plugins_registry directory.
-	PluginsRegistry(ctx context.Context, node string) ([]NodeFile, error)
-	// KillContainer sends SIGKILL to a container's process; id is the
-	// container ID without the runtime prefix (containerd://).
-	KillContainer(ctx context.Context, node, id string) error
-	// KubeletLog returns the last lines of the node's kubelet log.
-	KubeletLog(ctx context.Context, node string, lines int) (string, error)
+	// Node: the node-level actions, as the driver cases (verify) use them:
+	// the one interface for both.
+	drivercases.Node
 }
 
 // NewProvider returns the provider called name ("local" or "kind") for the

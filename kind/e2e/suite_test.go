@@ -357,7 +357,7 @@ func waitDriverUnregistered(ctx context.Context, driver string, nodes []string, 
 			if err != nil {
 				return false, err
 			}
-			if r.Annotated || len(r.Entries) > 0 {
+			if !r.Absent() {
 				last = fmt.Sprintf("node %s: annotated %v, %d CSINode entries", n, r.Annotated, len(r.Entries))
 				return false, nil
 			}

@@ -49,13 +49,17 @@ func (r Registration) Registered() bool {
 	return r.InCSINode && r.CSINodeID != "" && r.Annotated && r.AnnotationID == r.CSINodeID
 }
 
+// Absent reports that the kubelet wrote nothing for the driver: no CSINode
+// entry, no annotation key (never registered, or unregistered cleanly).
+func (r Registration) Absent() bool { return !r.InCSINode && !r.Annotated }
+
 // Problem says what keeps Registered from holding, "" when it holds: what
 // the kubelet wrote, and what is missing or disagrees.
 func (r Registration) Problem() string {
 	switch {
 	case r.Registered():
 		return ""
-	case !r.InCSINode && !r.Annotated:
+	case r.Absent():
 		return "the kubelet has not registered it (no CSINode entry, no Node annotation)"
 	case r.InCSINode && !r.Annotated:
 		return fmt.Sprintf("the CSINode lists it (node ID %q), the Node's annotation %s does not", r.CSINodeID, NodeIDAnnotation)

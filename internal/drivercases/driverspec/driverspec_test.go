@@ -412,3 +412,22 @@ func TestWorkloadStrategy(t *testing.T) {
 		}
 	}
 }
+
+func TestDaemonSetIn(t *testing.T) {
+	ds, err := DaemonSetIn([]byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: plugin\n  namespace: x\nspec:\n  template:\n    spec:\n      containers:\n      - name: driver\n        args: [--driver-name=d.example.com]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Name != "plugin" || ds.Spec.Template.Spec.Containers[0].Args[0] != "--driver-name=d.example.com" {
+		t.Errorf("DaemonSet %+v", ds)
+	}
+	for _, bad := range []string{
+		"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n",
+		"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: a\nspec:\n  nosuchfield: 1\n",
+		"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: a\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: b\n",
+	} {
+		if _, err := DaemonSetIn([]byte(bad)); err == nil {
+			t.Errorf("DaemonSetIn(%q): no error", bad)
+		}
+	}
+}
