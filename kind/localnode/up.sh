@@ -57,9 +57,9 @@ fi
 step "checking Debian packages"
 "$here/install-deps.sh"
 if $cold; then
-  step "building Kubernetes $K8S_VERSION binaries (cold: minutes)"
+  step "building Kubernetes $LOCALNODE_KEY binaries (cold: minutes)"
 else
-  step "Kubernetes $K8S_VERSION binaries"
+  step "Kubernetes $LOCALNODE_KEY binaries"
 fi
 "$here/build.sh"
 step "pause image"
