@@ -63,6 +63,16 @@ test-pluginmanager: ## the rolling-update mode against each supported kubelet's 
 test-pluginmanager-hygiene: ## the mode's hygiene bounds against each kubelet's plugin manager (fail today: the open work of docs/design.md)
 	@$(MAKE) --no-print-directory test-pluginmanager PM_TAGS=,hygiene PM_RUN="-run 'TestHandoverHygiene|TestRebootDeadAnnouncement|TestKubeletRestartDeadLeftovers|TestSuccessorDeletedAsItStarts'"
 
+# The same tests, and patched_test.go (tag csi_deregister_by_endpoint), against the CSI
+# handler with our patch (K8S_PATCH, kind/localnode/patches/; 1.37 only): the patched copy of
+# k8s.io/kubernetes that kind/localnode/build-patched.sh keeps, through a go.mod beside it.
+.PHONY: test-pluginmanager-patched
+test-pluginmanager-patched: ## the mode against the kubelet's plugin manager and the CSI handler patched with K8S_PATCH (csi-deregister-by-endpoint), in-process
+	src=$$(K8S=1.37 K8S_PATCH=$(or $(K8S_PATCH),csi-deregister-by-endpoint) bash kind/localnode/build-patched.sh --source) && \
+	cp kind/pluginmanager/go.mod $$src.pluginmanager.mod && cp kind/pluginmanager/go.sum $$src.pluginmanager.sum && \
+	$(GO) mod edit -replace k8s.io/kubernetes=$$src $$src.pluginmanager.mod && \
+	cd kind/pluginmanager && CGO_ENABLED=0 $(GO) test -trimpath -modfile=$$src.pluginmanager.mod -tags k8s_1_37,csi_deregister_by_endpoint -count=1 $(PM_RUN) ./...
+
 bench-pluginmanager: ## what registrations the kubelet keeps cost its plugin manager's reconciler, per round, at 1 to 1000 entries (go.mod's kubelet code)
 	cd kind/pluginmanager && $(GO) test -run '^$$' -bench BenchmarkReconcile -benchtime $(or $(BENCHTIME),3s) -count $(or $(COUNT),3) .
 

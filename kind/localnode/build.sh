@@ -4,6 +4,7 @@
 # through the Go module proxy (nested module k8sbuild/<minor>/), into the version-keyed
 # cache dir. Skips when the binaries are already current.
 #   build.sh [--force] [--with-kind]
+# With K8S_PATCH=NAME set, build-patched.sh instead (a kubelet with our patch).
 # --with-kind also builds kubeadm and kube-proxy (the kind node image, kind/nodeimage/),
 # in the same go build, cache dir and stamp: the five shared ones come from the build cache.
 set -euo pipefail
@@ -12,6 +13,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/env.sh"
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$here/lib.sh"
+
+# K8S_PATCH=NAME: the stock build, then the kubelet with patches/NAME-<minor>.patch.
+[[ -z "$K8S_PATCH" ]] || exec bash "$here/build-patched.sh" "$@"
 
 force=0
 bins=("${NODE_BINS[@]}")

@@ -29,14 +29,14 @@ TASK_DIR="$LOCALNODE_RUNTIME/containerd/io.containerd.runtime.v2.task/k8s.io"
 if ! $only_this; then
   for d in "$LOCALNODE_ROOT"/*/run; do
     v=$(basename "$(dirname "$d")")
-    [[ "$v" != "$K8S_VERSION" ]] || continue
+    [[ "$v" != "$LOCALNODE_KEY" ]] || continue
     compgen -G "$d/*.pid" >/dev/null || continue
     echo "down: a node of Kubernetes $v is recorded in $d"
     LOCALNODE_K8S_VERSION=$v "$here/down.sh" --this-version-only
   done
 fi
 
-step "stopping the local node ($K8S_VERSION)"
+step "stopping the local node ($LOCALNODE_KEY)"
 
 # 1. Let the kubelet remove the pods, so that sandboxes are torn down through CRI
 #    (CNI DEL, unmounts). Stop the controllers first so nothing recreates them.

@@ -22,8 +22,15 @@ gomod_required() {
   awk -v m="$2" '$1 == "require" && $2 == m {print $3; exit} $1 == m && $2 ~ /^v/ {print $2; exit}' "$1"
 }
 k8s_pinned() { gomod_required "$LOCALNODE_SRC/k8sbuild/$1/go.mod" k8s.io/kubernetes; }
+# K8S_PATCH=NAME: the kubelet built from the pinned k8s.io/kubernetes with the project's
+# own patch patches/NAME-<minor>.patch applied to a copy of its source (build-patched.sh);
+# the node's state and binaries then live apart from the stock build's (LOCALNODE_KEY).
+K8S_PATCH=${K8S_PATCH:-}
 if [[ -n "${LOCALNODE_K8S_VERSION:-}" ]]; then
-  K8S_VERSION=$LOCALNODE_K8S_VERSION
+  # A state directory's name: VERSION, or VERSION+PATCH for a patched kubelet.
+  K8S_VERSION=${LOCALNODE_K8S_VERSION%%+*}
+  K8S_PATCH=
+  [[ "$LOCALNODE_K8S_VERSION" != *+* ]] || K8S_PATCH=${LOCALNODE_K8S_VERSION#*+}
 else
   _k8s_want=${K8S:-${K8S_VERSION:-}}
   _k8s_want=${_k8s_want#v}
@@ -60,8 +67,18 @@ K8S_MINOR=$(sed -E 's/^v(1\.[0-9]+)\..*/\1/' <<<"$K8S_VERSION")
 K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/$K8S_MINOR"
 # A pre-release (v1.38.0-alpha.0) builds from k8sbuild/pre-1.38/.
 [[ "$K8S_VERSION" != *-* ]] || K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/pre-$K8S_MINOR"
+K8S_PATCH_FILE=
+if [[ -n "$K8S_PATCH" ]]; then
+  K8S_PATCH_FILE="$LOCALNODE_SRC/patches/$K8S_PATCH-$K8S_MINOR.patch"
+  if [[ ! "$K8S_PATCH" =~ ^[a-z0-9][a-z0-9-]*$ || ! -f "$K8S_PATCH_FILE" ]]; then
+    echo "K8S_PATCH=$K8S_PATCH: no patch kind/localnode/patches/$K8S_PATCH-$K8S_MINOR.patch for Kubernetes $K8S_MINOR (a patch is named NAME-<minor>.patch, NAME in a-z, 0-9, -; there: $(cd "$LOCALNODE_SRC/patches" 2>/dev/null && ls -- *.patch 2>/dev/null | tr '\n' ' '); unset K8S_PATCH for the stock kubelet)" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+fi
+# What the node's state is keyed by, and the patched kubelet's version (v1.37.2+NAME).
+LOCALNODE_KEY="$K8S_VERSION${K8S_PATCH:++$K8S_PATCH}"
 LOCALNODE_ROOT="${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/csi-registrar/localnode"
-LOCALNODE_CACHE="$LOCALNODE_ROOT/$K8S_VERSION"
+LOCALNODE_CACHE="$LOCALNODE_ROOT/$LOCALNODE_KEY"
 LOCALNODE_BIN="$LOCALNODE_CACHE/bin"
 # Host-wide runtime dir (tmpfs): containerd socket, state and runc root. Only one
 # local node can run at a time anyway (fixed ports, /var/lib/kubelet).
@@ -79,12 +96,12 @@ fi
 # Picked up by ctr, so `ctr images ls` talks to the node's containerd.
 CONTAINERD_ADDRESS="$LOCALNODE_RUNTIME/containerd/containerd.sock"
 CONTAINERD_NAMESPACE=k8s.io
-export LOCALNODE_SRC K8S_VERSION K8S_MINOR K8SBUILD_DIR LOCALNODE_ROOT LOCALNODE_CACHE LOCALNODE_BIN LOCALNODE_RUNTIME \
+export LOCALNODE_SRC K8S_VERSION K8S_MINOR K8S_PATCH K8S_PATCH_FILE LOCALNODE_KEY K8SBUILD_DIR LOCALNODE_ROOT LOCALNODE_CACHE LOCALNODE_BIN LOCALNODE_RUNTIME \
   KUBECONFIG KUBECTL KUBECACHEDIR NODE_NAME CONTAINERD_ADDRESS CONTAINERD_NAMESPACE
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   set -euo pipefail
-  for v in K8S_VERSION LOCALNODE_CACHE KUBECONFIG KUBECTL KUBECACHEDIR NODE_NAME CONTAINERD_ADDRESS CONTAINERD_NAMESPACE; do
+  for v in K8S_VERSION K8S_PATCH LOCALNODE_CACHE KUBECONFIG KUBECTL KUBECACHEDIR NODE_NAME CONTAINERD_ADDRESS CONTAINERD_NAMESPACE; do
     printf 'export %s=%q\n' "$v" "${!v}"
   done
 fi

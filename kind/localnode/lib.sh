@@ -238,15 +238,16 @@ node_is_up() {
 
 # build_is_current [BIN...]: the binaries (default: the six of NODE_BINS) exist and were
 # built from the pinned k8sbuild/<minor>/go.mod.
+# A patched build's stamp also covers its patch (K8S_PATCH_FILE).
 build_stamp() {
-  echo "$K8S_VERSION $(cat "$K8SBUILD_DIR/go.mod" "$K8SBUILD_DIR/go.sum" | sha256sum | cut -c1-16)"
+  echo "$LOCALNODE_KEY $(cat "$K8SBUILD_DIR/go.mod" "$K8SBUILD_DIR/go.sum" ${K8S_PATCH_FILE:+"$K8S_PATCH_FILE"} | sha256sum | cut -c1-16)"
 }
 build_is_current() {
   local b bins=("$@")
   [[ ${#bins[@]} -gt 0 ]] || bins=("${NODE_BINS[@]}")
   for b in "${bins[@]}"; do [[ -x "$LOCALNODE_BIN/$b" ]] || return 1; done
   [[ -f "$LOCALNODE_BIN/.stamp" && "$(<"$LOCALNODE_BIN/.stamp")" == "$(build_stamp)" ]] || return 1
-  [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] || return 1
+  [[ "$("$LOCALNODE_BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $LOCALNODE_KEY" ]] || return 1
   [[ " ${bins[*]} " != *" etcd "* || "$(etcd_version "$LOCALNODE_BIN/etcd")" == "$(etcd_pinned)" ]]
 }
 
@@ -283,17 +284,18 @@ build_lock() {
   hold_build_lock "$LOCALNODE_CACHE/build.lock" "$1" "Kubernetes $K8S_VERSION" || _T0=$EPOCHREALTIME
 }
 
-# k8s_ldflags: the -ldflags of a Go build from k8sbuild/<minor>/ (build.sh, build-e2e.sh),
-# with the version stamped as Kubernetes' own hack/lib/version.sh does; build date = the
-# release tag's time. Sharing one set of flags lets the builds share the Go build cache.
+# k8s_ldflags [VERSION]: the -ldflags of a Go build from k8sbuild/<minor>/ (build.sh, build-e2e.sh),
+# with the version (default K8S_VERSION; build-patched.sh: v1.37.2+NAME) stamped as
+# Kubernetes' own hack/lib/version.sh does; build date = the release tag's time. Sharing one
+# set of flags lets the builds share the Go build cache (-X is applied at link time only).
 k8s_ldflags() {
-  local date pkg flags="-s -w" minor=${K8S_MINOR#1.}
+  local date pkg flags="-s -w" minor=${K8S_MINOR#1.} version=${1:-$K8S_VERSION}
   # A pre-release's minor ends in "+" (v1.38.0-alpha.0: "38+"), as version.sh makes it.
   [[ "$K8S_VERSION" != *-* ]] || minor+="+"
   date=$(cd "$K8SBUILD_DIR" &&
     go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes) || return
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-1970-01-01T00:00:00Z}"
   done
   echo "$flags"

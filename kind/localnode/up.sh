@@ -18,7 +18,7 @@ write_env() {
   echo "$NODE_NAME" >"$LOCALNODE_CACHE/node-name"
   {
     echo "# Written by kind/localnode/up.sh; source it."
-    for v in K8S_VERSION LOCALNODE_CACHE KUBECONFIG KUBECTL KUBECACHEDIR NODE_NAME CONTAINERD_ADDRESS CONTAINERD_NAMESPACE; do
+    for v in K8S_VERSION K8S_PATCH LOCALNODE_CACHE KUBECONFIG KUBECTL KUBECACHEDIR NODE_NAME CONTAINERD_ADDRESS CONTAINERD_NAMESPACE; do
       printf 'export %s=%q\n' "$v" "${!v}"
     done
   } >"$LOCALNODE_CACHE/env"
@@ -27,7 +27,7 @@ write_env() {
 finish() {
   write_env
   echo
-  echo "Node $NODE_NAME is Ready (Kubernetes $K8S_VERSION). Use it with:"
+  echo "Node $NODE_NAME is Ready (Kubernetes $LOCALNODE_KEY). Use it with:"
   echo "  export KUBECONFIG=$KUBECONFIG"
   echo "  alias kubectl=$KUBECTL        # or: source $LOCALNODE_CACHE/env"
 }
@@ -50,16 +50,16 @@ leftovers() {
 cold=false
 build_is_current || cold=true
 if $cold; then
-  echo "Cold start: Kubernetes $K8S_VERSION is not built yet in $LOCALNODE_BIN."
+  echo "Cold start: Kubernetes $LOCALNODE_KEY is not built yet in $LOCALNODE_BIN."
   echo "This takes several minutes (6-8 min measured on 2 cores with an empty Go build cache); later runs take seconds."
 fi
 
 step "checking Debian packages"
 "$here/install-deps.sh"
 if $cold; then
-  step "building Kubernetes $K8S_VERSION binaries (cold: minutes)"
+  step "building Kubernetes $LOCALNODE_KEY binaries (cold: minutes)"
 else
-  step "Kubernetes $K8S_VERSION binaries"
+  step "Kubernetes $LOCALNODE_KEY binaries"
 fi
 "$here/build.sh"
 step "pause image"
@@ -86,9 +86,9 @@ fi
 # One version per node at a time: a node of another version must be stopped first.
 for d in "$LOCALNODE_ROOT"/*/run; do
   v=$(basename "$(dirname "$d")")
-  [[ "$v" != "$K8S_VERSION" ]] || continue
+  [[ "$v" != "$LOCALNODE_KEY" ]] || continue
   if LOCALNODE_K8S_VERSION=$v bash -c 'source "$1/env.sh"; source "$1/lib.sh"; for n in "${COMPONENTS[@]}"; do alive "$n" && exit 0; done; exit 1' _ "$here"; then
-    die "the local node is running Kubernetes $v; this run wants $K8S_VERSION. Stop it first: make local-down (then up again with K8S=$([[ $K8S_VERSION == *-* ]] && echo "${K8S_VERSION#v}" || echo "$K8S_MINOR"))"
+    die "the local node is running Kubernetes $v; this run wants $LOCALNODE_KEY. Stop it first: make local-down (then up again with K8S=$([[ $K8S_VERSION == *-* ]] && echo "${K8S_VERSION#v}" || echo "$K8S_MINOR"))"
   fi
 done
 
