@@ -2,6 +2,7 @@ package newdriver
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -430,10 +431,16 @@ type setComment struct {
 
 func (s setComment) apply(doc *yaml.Node, x expander) error {
 	var n *yaml.Node
-	if len(s.at) == 0 {
-		root := doc.Content[0]
-		n = root.Content[0] // the first key of the document's mapping
-	} else {
+	switch {
+	case len(s.at) == 0 && doc.HeadComment != "":
+		n = doc // a comment with a blank line before the first key
+	case len(s.at) == 0:
+		if root := doc.Content[0]; len(root.Content) > 0 {
+			n = root.Content[0] // the first key of the document's mapping
+		} else {
+			return errors.New("the document is empty")
+		}
+	default:
 		node, parent, i, err := lookup(doc, s.at)
 		if err != nil {
 			return err
