@@ -52,6 +52,10 @@ func baseEdits() []baseEdit {
 		baseEdit{"endpoint", "one value for the socket and the probe: the driver's -endpoint reads CSI_ENDPOINT", ds,
 			setScalar{container(driver, "args", "=--endpoint=unix:///csi/$(POD_UID).sock"),
 				"--endpoint=unix:///csi/$(POD_UID).sock", "--endpoint=$(CSI_ENDPOINT)"}},
+		baseEdit{"endpoint-comment", "where the endpoint is set now", ds,
+			setComment{container(driver, "args", "=--endpoint=$(CSI_ENDPOINT)"), "in the shared socket directory.",
+				"# mode: each pod's driver serves its own CSI socket, named by the\n" +
+					"# pod's UID, in the shared socket directory: CSI_ENDPOINT below,\n# which -probe reads too.", false}},
 		baseEdit{"kubelet-pods-dir", "the project's driver names the kubelet's pods directory (-kubelet-dir); base's relies on its default", ds,
 			insert{container(driver, "args"), "=--state-dir=/var/lib/[[.Binary]]/[[.Driver]]", "--kubelet-pods-dir=[[.KubeletDir]]/pods",
 				"# Volumes are published only below the kubelet's pods directory."}},
