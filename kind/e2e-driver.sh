@@ -4,9 +4,11 @@
 # E2E_PROVIDER=kind), load the images (csi-registrar's, the node pod's busybox, DRIVER_IMAGES,
 # COMPARE) as DRIVER_IMAGES always were, run verify on every driver of DRIVERS with
 # csi-registrar and, with COMPARE, again with that registrar (one table), and take the
-# cluster down at the end (unless E2E_KEEP=1). Run under the node lock (the Makefile).
+# cluster down at the end (unless E2E_KEEP=1). AFTER_VERIFY: a shell command run on the
+# same cluster once verify passed, before it goes down (KUBECONFIG, KUBECTL and PLUGIN
+# set), its failure the run's. Run under the node lock (the Makefile).
 #   PLUGIN IMAGE IMAGE_ARCHIVE NODE_IMAGE NODE_IMAGE_ARCHIVE DRIVERS [DRIVER_IMAGES] [COMPARE] \
-#   [VERIFY_ARGS] [E2E_PROVIDER] [E2E_KEEP] bash kind/e2e-driver.sh
+#   [VERIFY_ARGS] [AFTER_VERIFY] [E2E_PROVIDER] [E2E_KEEP] bash kind/e2e-driver.sh
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 : "${PLUGIN:?}" "${IMAGE:?}" "${IMAGE_ARCHIVE:?}" "${NODE_IMAGE:?}" "${NODE_IMAGE_ARCHIVE:?}" "${DRIVERS:?}"
@@ -46,6 +48,11 @@ echo "==== e2e-driver: $provider up, images loaded: $(( $(date +%s) - s )) s"
 if [[ $rc -eq 0 ]]; then
   # shellcheck disable=SC2086  # VERIFY_ARGS are flags, split on purpose
   "$PLUGIN" verify --kubeconfig "$KUBECONFIG" --kubectl "$KUBECTL" "${flags[@]}" ${VERIFY_ARGS:-} || rc=$?
+fi
+if [[ $rc -eq 0 && -n "${AFTER_VERIFY:-}" ]]; then
+  a=$(date +%s)
+  KUBECONFIG=$KUBECONFIG KUBECTL=$KUBECTL PLUGIN=$PLUGIN bash -c "$AFTER_VERIFY" || rc=$?
+  echo "==== e2e-driver: after verify ($AFTER_VERIFY): $(( $(date +%s) - a )) s"
 fi
 echo "==== e2e-driver: $(( $(date +%s) - s )) s"
 if [[ -z "${E2E_KEEP:-}" ]]; then "${down[@]}" || { [[ $rc -ne 0 ]] || rc=1; }; fi

@@ -114,13 +114,18 @@ e2e-notready: notready-image ## readiness cases R1-R4 on the non-compliant examp
 	@$(MAKE) --no-print-directory e2e-driver DRIVER=$(NOTREADY_DRIVERS) DRIVER_IMAGES=$(NOTREADY_IMAGE_TAR) \
 	  VERIFY_ARGS='--case R1_mode_manifests --case R2_volumes_across_instances --case R3_own_csi_socket --case R4_serves_after_sigterm --expect $(CURDIR)/$(NOTREADY_DIR)/expect.txt --remove-left $(VERIFY_ARGS)'
 
-# What `make new-driver` writes, proven as written (kind/e2e-new-driver.sh): a project
-# (NEW_DRIVER_MODULE, default example.com/ci-csi; NEW_DRIVER_NAME, ci.csi.example.com)
-# generated into a temporary directory, then its make build, test and image, then
-# make e2e-driver on its manifests/ and image archive (the local node, under the node
-# lock for that step only); the directory is removed at the end. Each step timed.
-NEW_DRIVER_MODULE ?= example.com/ci-csi
-NEW_DRIVER_NAME   ?= ci.csi.example.com
+# What `make new-driver` writes, proven as written (kind/e2e-new-driver.sh): two projects
+# (NEW_DRIVER_MODULE, default example.com/acme-csi, NEW_DRIVER_NAME acme.csi.example.com;
+# NEW_DRIVER2_MODULE example.org/beta-storage, NEW_DRIVER2_NAME beta.storage.example.org)
+# generated into a temporary directory and copied out of it, built and tested with the
+# checkout hidden, imaged, then make e2e-driver on the first's manifests/ (every case,
+# R1-R4 named) and both side by side (the local node, under the node lock for that step
+# only); the directory is removed at the end. Each step timed.
+NEW_DRIVER_MODULE  ?= example.com/acme-csi
+NEW_DRIVER_NAME    ?= acme.csi.example.com
+NEW_DRIVER2_MODULE ?= example.org/beta-storage
+NEW_DRIVER2_NAME   ?= beta.storage.example.org
 .PHONY: e2e-new-driver
-e2e-new-driver: ## a make new-driver project end to end: its build, test, image, then e2e-driver on its manifests (local node)
-	@GO=$(GO) NEW_DRIVER_MODULE=$(NEW_DRIVER_MODULE) NEW_DRIVER_NAME=$(NEW_DRIVER_NAME) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-new-driver.sh
+e2e-new-driver: ## two make new-driver projects end to end: build, test, image, e2e-driver with R1-R4, side by side (local node)
+	@GO=$(GO) NEW_DRIVER_MODULE=$(NEW_DRIVER_MODULE) NEW_DRIVER_NAME=$(NEW_DRIVER_NAME) NEW_DRIVER2_MODULE=$(NEW_DRIVER2_MODULE) \
+	  NEW_DRIVER2_NAME=$(NEW_DRIVER2_NAME) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-new-driver.sh

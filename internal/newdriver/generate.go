@@ -90,7 +90,12 @@ func (o Options) files() ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := append(renamed, other...)
+	// manifests/base/ is csi-registrar's, edited as baseedits.go declares.
+	base, err := transformBase(src.base, baseEdits(), baseForbidden(), o.templateData(), o.baseHeader)
+	if err != nil {
+		return nil, err
+	}
+	files := append(append(renamed, other...), base...)
 	if o.Source.checkout() {
 		copied, err := o.thirdParty(renamed, src.license)
 		if err != nil {

@@ -112,7 +112,8 @@ type sourceFiles struct {
 	storage   []byte // StorageDefinition
 	goSum     []byte
 	license   []byte
-	goVersion string // the go directive of csi-registrar's go.mod
+	base      map[string][]byte // manifests/base's files, by name
+	goVersion string            // the go directive of csi-registrar's go.mod
 }
 
 // StorageDefinition is the reference driver's test-driver definition of
@@ -154,6 +155,9 @@ func readSource(s Source) (*sourceFiles, error) {
 	if sf.storage, err = os.ReadFile(filepath.Join(s.Dir, filepath.FromSlash(StorageDefinition))); err != nil {
 		return nil, err
 	}
+	if sf.base, err = readBase(s.Dir); err != nil {
+		return nil, err
+	}
 	if sf.goSum, err = os.ReadFile(filepath.Join(s.Dir, "go.sum")); err != nil {
 		return nil, err
 	}
@@ -164,6 +168,26 @@ func readSource(s Source) (*sourceFiles, error) {
 		return nil, fmt.Errorf("%s/LICENSE is not the Apache License", s.Dir)
 	}
 	return sf, nil
+}
+
+// readBase reads the YAML files of manifests/base in dir.
+func readBase(dir string) (map[string][]byte, error) {
+	names, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(baseDir), "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s has no %s/*.yaml: not a csi-registrar source tree", dir, baseDir)
+	}
+	base := map[string][]byte{}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		base[filepath.Base(n)] = b
+	}
+	return base, nil
 }
 
 func hasFile(files []file, name string) bool {

@@ -36,6 +36,8 @@ func (o Options) templateData() templateData {
 
 // templateFiles maps each template to the project file it renders (the Go
 // ones are renamed with the reference driver's files afterwards).
+// manifests/base/ is not a template: it is csi-registrar's, edited
+// (baseedits.go).
 func (o Options) templateFiles() []struct{ tmpl, path string } {
 	bin := o.Binary()
 	return []struct{ tmpl, path string }{
@@ -48,10 +50,6 @@ func (o Options) templateFiles() []struct{ tmpl, path string } {
 		{"README.md.tmpl", "README.md"},
 		{"ci.yaml.tmpl", ".github/workflows/ci.yaml"},
 		{"manifests/kustomization.yaml.tmpl", "manifests/kustomization.yaml"},
-		{"manifests/base-kustomization.yaml.tmpl", "manifests/base/kustomization.yaml"},
-		{"manifests/namespace.yaml.tmpl", "manifests/base/namespace.yaml"},
-		{"manifests/csidriver.yaml.tmpl", "manifests/base/csidriver.yaml"},
-		{"manifests/daemonset.yaml.tmpl", "manifests/base/daemonset.yaml"},
 		{"manifests/in-process-kustomization.yaml.tmpl", "manifests/in-process/kustomization.yaml"},
 		{"manifests/in-process-daemonset-patch.yaml.tmpl", "manifests/in-process/daemonset-patch.yaml"},
 		{"manifests/in-process-register-args.yaml.tmpl", "manifests/in-process/register-args.yaml"},
