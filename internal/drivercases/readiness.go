@@ -149,11 +149,12 @@ func (s *suite) volumesAcross(t *check) {
 		}
 	}
 	t0 := time.Now()
+	overlapUnjudged := false
 	if why := s.rollHeld(t, ctx, "readiness-"+t0.UTC().Format(time.RFC3339Nano)); why != "" {
 		t.addNote("no volume published during the overlap: " + why)
 		t.Logf("no volume published during the overlap (the old instance's, the new one's driver running): %s", why)
 	} else {
-		groups.during = s.publishInOverlap(t, ctx, n, was, load, func() []string { return publish("overlap") })
+		groups.during, overlapUnjudged = s.publishInOverlap(t, ctx, n, oldSock, was, load, func() []string { return publish("overlap") })
 	}
 	done, err := s.awaitRolledOut(ctx, was, rolloutWait+overlapHold)
 	if err != nil {
@@ -199,36 +200,58 @@ func (s *suite) volumesAcross(t *check) {
 		return
 	}
 	t.Logf("the new instance (pod %s) unpublished the %d volumes the old instance (pod %s) published (%d before the rollout, %d while both instances ran)", nw.Name, td.Of, old.Name, len(groups.before), len(groups.during))
+	if overlapUnjudged {
+		t.verdict = VerdictNotJudged
+	}
 }
 
 // publishInOverlap waits for the new pod's driver to serve, then runs the
 // inline-volume pods that publish makes and waits until they run: the old
 // instance publishes them, since the new pod's registrar is held. It
 // returns their pod UIDs, or none (with what verify could not check) when
-// the hold ended before they ran.
-func (s *suite) publishInOverlap(t *check, ctx context.Context, n string, was map[types.UID]bool, load *mountLoad, publish func() []string) []string {
+// the hold ended before they ran; unjudged when the old instance's socket
+// was gone (R3's finding, not R2's). Meanwhile, both instances running, it
+// tries the reverse direction (readiness_reverse.go).
+func (s *suite) publishInOverlap(t *check, ctx context.Context, n, oldSock string, was map[types.UID]bool, load *mountLoad, publish func() []string) (uids []string, unjudged bool) {
 	nw, err := s.awaitNewDriver(ctx, n, was, podWait)
 	if err != nil {
 		t.Error(err)
-		return nil
+		return nil, false
 	}
-	t.Logf("the new pod %s's driver serves (socket %s), its registrar held: publishing %d volumes through the old instance", nw.Name, s.socketFor(nw), acrossVolumes)
-	uids := publish()
+	newSock := s.socketFor(nw)
+	t.Logf("the new pod %s's driver serves (socket %s), its registrar held: publishing %d volumes through the old instance", nw.Name, newSock, acrossVolumes)
+	uids = publish()
+	defer func() {
+		switch r := s.reverseDirection(ctx, n, oldSock, newSock); {
+		case r.finding != "":
+			t.Errorf("%s", reverseText(r.finding))
+		case r.why != "":
+			t.addNote("the reverse direction (published by the new instance, unpublished by the old one) not tried: " + r.why)
+			t.Logf("the reverse direction not tried: %s", r.why)
+		default:
+			t.Logf("reverse direction: the old instance unpublished a volume the new instance published (verify's own calls on both sockets)")
+		}
+	}()
 	if why := s.awaitLoadRunning(ctx, load, 2*acrossVolumes); why != "" {
+		if out, err := s.cl.Node.NodeSh(ctx, n, `[ -S "$1" ] && echo yes; true`, oldSock); err == nil && out == "" {
+			t.addNote(fmt.Sprintf("the volumes published during the overlap are not judged: the old instance's socket %s was gone while its pod ran (R3 says who removed it): %s", path.Base(oldSock), why))
+			t.Logf("overlap volumes not judged: the old instance's socket %s is gone (%s)", oldSock, why)
+			return nil, true
+		}
 		t.Errorf("the old instance did not publish inline volumes while the new instance's driver ran beside it (%s): the kubelet calls the old instance until the new one is confirmed. See %s", why, ReadinessDoc)
-		return uids
+		return uids, false
 	}
 	started, err := s.registrarStarted(ctx, nw)
 	switch {
 	case err != nil:
 		t.Error(&VerifyError{Err: fmt.Errorf("whether the new pod %s's registrar had started: %w", nw.Name, err)})
-		return nil
+		return nil, false
 	case started:
 		t.Error(&VerifyError{Err: fmt.Errorf("the new pod %s's registrar started (held %s) before the %d overlap volumes were published: they may be the new instance's; not judged", nw.Name, overlapHold, acrossVolumes)})
-		return nil
+		return nil, false
 	}
 	t.Logf("%d volumes published through the old instance while the new instance's driver ran (its registrar not started yet)", acrossVolumes)
-	return uids
+	return uids, false
 }
 
 // acrossGroups are R2's inline-volume pods (UIDs): published before the
@@ -272,11 +295,11 @@ func acrossText(td teardown, g acrossGroups) string {
 	} else {
 		msg += fmt.Sprintf(" within %s (the kubelet's log names no NodeUnpublishVolume error for them)", td.Within)
 	}
-	const fix = " Fix: keep what NodeUnpublishVolume needs on the node (a hostPath directory both pods mount, or the mount table), read it on each call, not once at start; an unpublish of a target that is not mounted succeeds (NodeUnpublishVolume is idempotent). Until then each rollout leaves such volumes mounted (listed below with their cleanup). See " + ReadinessDoc
+	const fix = " Fix: keep what NodeUnpublishVolume needs on the node (a hostPath directory both pods mount, or the mount table), read it on each call, not once at start; an unpublish of a target that is not mounted succeeds (NodeUnpublishVolume is idempotent)."
 	if lb == 0 && ld > 0 {
-		return msg + ": the new instance knows only the volumes that existed when it started; it reads the node's state once at start, and the kubelet calls the old instance until the new one is confirmed, so a volume the old instance publishes meanwhile is unknown to the new one. Both instances must read and write the same node state on each call." + fix
+		return msg + ": the new instance knows only the volumes that existed when it started; it reads the node's state once at start, and the kubelet calls the old instance until the new one is confirmed, so a volume the old instance publishes meanwhile is unknown to the new one. Both instances must read and write the same node state on each call." + fix + " Until then each rollout leaves such volumes mounted until an instance that started after them takes over (the next rollout, a restart). See " + ReadinessDoc
 	}
-	return msg + ": the driver keeps its volumes per instance; both instances must read and write the same node state." + fix
+	return msg + ": the driver keeps its volumes per instance; both instances must read and write the same node state." + fix + " Until then each rollout leaves such volumes mounted (listed below with their cleanup). See " + ReadinessDoc
 }
 
 // awaitLoadRunning waits until want pods of load run; it returns why not

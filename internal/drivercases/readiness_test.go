@@ -1,6 +1,8 @@
 package drivercases
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +155,26 @@ notready/hostport R2_volumes_across_instances skip
 	}
 	if txt := ReadinessText(runs); !strings.Contains(txt, "hostport R2_volumes_across_instances: skip") {
 		t.Errorf("ReadinessText %q", txt)
+	}
+}
+
+func TestReverseCleanupScriptRemovesUpToThePodDirectoryOnly(t *testing.T) {
+	root := t.TempDir()
+	pod := root + "/pods/0000-u"
+	target := pod + "/volumes/kubernetes.io~csi/reverse/mount"
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root+"/pods/other", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", reverseCleanupScript, "sh", target, pod).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := os.Stat(pod); !os.IsNotExist(err) {
+		t.Errorf("the pod directory %s: %v, want it removed", pod, err)
+	}
+	if _, err := os.Stat(root + "/pods/other"); err != nil {
+		t.Errorf("the pods directory's other entries must stay: %v", err)
 	}
 }
