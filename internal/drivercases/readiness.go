@@ -161,7 +161,11 @@ func (s *suite) volumesAcross(t *check) {
 		stopSampling()
 		t.Fatal(err)
 	}
-	t.measure("template change -> rolled out (the old pod gone: the kubelet calls the new instance)", done.Sub(t0))
+	what := "template change -> rolled out (the old pod gone: the kubelet calls the new instance)"
+	if len(groups.during) > 0 {
+		what = fmt.Sprintf("template change -> rolled out (the new pod's registrar held %s; the old pod gone: the kubelet calls the new instance)", overlapHold)
+	}
+	t.measure(what, done.Sub(t0))
 	nw := s.podOn(t, ctx, n)
 	newSock := s.socketFor(nw)
 	if samp != nil {
