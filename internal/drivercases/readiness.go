@@ -154,7 +154,9 @@ func (s *suite) volumesAcross(t *check) {
 		t.addNote("no volume published during the overlap: " + why)
 		t.Logf("no volume published during the overlap (the old instance's, the new one's driver running): %s", why)
 	} else {
-		groups.during, overlapUnjudged = s.publishInOverlap(t, ctx, n, oldSock, was, load, func() []string { return publish("overlap") })
+		var rev reverseResult
+		groups.during, rev, overlapUnjudged = s.publishInOverlap(t, ctx, n, oldSock, was, load, func() []string { return publish("overlap") })
+		defer rev.report(t) // after the verdict on the old instance's volumes, also when it ends the case
 	}
 	done, err := s.awaitRolledOut(ctx, was, rolloutWait+overlapHold)
 	if err != nil {
@@ -216,46 +218,36 @@ func (s *suite) volumesAcross(t *check) {
 // the hold ended before they ran; unjudged when the old instance's socket
 // was gone (R3's finding, not R2's). Meanwhile, both instances running, it
 // tries the reverse direction (readiness_reverse.go).
-func (s *suite) publishInOverlap(t *check, ctx context.Context, n, oldSock string, was map[types.UID]bool, load *mountLoad, publish func() []string) (uids []string, unjudged bool) {
+func (s *suite) publishInOverlap(t *check, ctx context.Context, n, oldSock string, was map[types.UID]bool, load *mountLoad, publish func() []string) (uids []string, rev reverseResult, unjudged bool) {
 	nw, err := s.awaitNewDriver(ctx, n, was, podWait)
 	if err != nil {
 		t.Error(err)
-		return nil, false
+		return nil, rev, false
 	}
 	newSock := s.socketFor(nw)
 	t.Logf("the new pod %s's driver serves (socket %s), its registrar held: publishing %d volumes through the old instance", nw.Name, newSock, acrossVolumes)
 	uids = publish()
-	defer func() {
-		switch r := s.reverseDirection(ctx, n, oldSock, newSock); {
-		case r.finding != "":
-			t.Errorf("%s", reverseText(r.finding))
-		case r.why != "":
-			t.addNote("the reverse direction (published by the new instance, unpublished by the old one) not tried: " + r.why)
-			t.Logf("the reverse direction not tried: %s", r.why)
-		default:
-			t.Logf("reverse direction: the old instance unpublished a volume the new instance published (verify's own calls on both sockets)")
-		}
-	}()
+	defer func() { rev = s.reverseDirection(ctx, n, oldSock, newSock) }()
 	if why := s.awaitLoadRunning(ctx, load, 2*acrossVolumes); why != "" {
 		if out, err := s.cl.Node.NodeSh(ctx, n, `[ -S "$1" ] && echo yes; true`, oldSock); err == nil && out == "" {
 			t.addNote(fmt.Sprintf("the volumes published during the overlap are not judged: the old instance's socket %s was gone while its pod ran (R3 says who removed it): %s", path.Base(oldSock), why))
 			t.Logf("overlap volumes not judged: the old instance's socket %s is gone (%s)", oldSock, why)
-			return nil, true
+			return nil, rev, true
 		}
 		t.Errorf("the old instance did not publish inline volumes while the new instance's driver ran beside it (%s): the kubelet calls the old instance until the new one is confirmed. See %s", why, ReadinessDoc)
-		return uids, false
+		return uids, rev, false
 	}
 	started, err := s.registrarStarted(ctx, nw)
 	switch {
 	case err != nil:
 		t.Error(&VerifyError{Err: fmt.Errorf("whether the new pod %s's registrar had started: %w", nw.Name, err)})
-		return nil, false
+		return nil, rev, false
 	case started:
 		t.Error(&VerifyError{Err: fmt.Errorf("the new pod %s's registrar started (held %s) before the %d overlap volumes were published: they may be the new instance's; not judged", nw.Name, overlapHold, acrossVolumes)})
-		return nil, false
+		return nil, rev, false
 	}
 	t.Logf("%d volumes published through the old instance while the new instance's driver ran (its registrar not started yet)", acrossVolumes)
-	return uids, false
+	return uids, rev, false
 }
 
 // acrossGroups are R2's inline-volume pods (UIDs): published before the

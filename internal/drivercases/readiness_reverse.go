@@ -129,6 +129,20 @@ func (s *suite) reverseDirection(ctx context.Context, node, oldSock, newSock str
 	return reverseResult{}
 }
 
+// report records r in the case: the driver's failure, or why it was not
+// tried (a note).
+func (r reverseResult) report(t *check) {
+	switch {
+	case r.finding != "":
+		t.Errorf("%s", reverseText(r.finding))
+	case r.why != "":
+		t.addNote("the reverse direction (published by the new instance, unpublished by the old one) not tried: " + r.why)
+		t.Logf("the reverse direction not tried: %s", r.why)
+	default:
+		t.Logf("reverse direction: the old instance unpublished a volume the new instance published (verify's own calls on both sockets)")
+	}
+}
+
 // reverseText is the reverse direction's verdict with the fix.
 func reverseText(finding string) string {
 	return finding + ". Fix: keep what NodeUnpublishVolume needs on the node (a hostPath directory both pods mount, or the mount table), read it on each call, not once at start. See " + ReadinessDoc
