@@ -293,7 +293,7 @@ func acrossText(td teardown, g acrossGroups) string {
 	}
 	const fix = " Fix: keep what NodeUnpublishVolume needs on the node (a hostPath directory both pods mount, or the mount table), read it on each call, not once at start; an unpublish of a target that is not mounted succeeds (NodeUnpublishVolume is idempotent)."
 	if lb == 0 && ld > 0 {
-		return msg + ": the new instance knows only the volumes that existed when it started; it reads the node's state once at start, and the kubelet calls the old instance until the new one is confirmed, so a volume the old instance publishes meanwhile is unknown to the new one. Both instances must read and write the same node state on each call." + fix + " Until then each rollout leaves such volumes mounted until an instance that started after them takes over (the next rollout, a restart). See " + ReadinessDoc
+		return msg + ": the new instance knows only the volumes that existed when it started; it reads the node's state once at start, and the kubelet calls the old instance until the new one is confirmed, so a volume the old instance publishes meanwhile is unknown to the new one. Both instances must read and write the same node state on each call." + fix + " Until then each rollout can leave such volumes mounted (those still there at the end are listed below with their cleanup). See " + ReadinessDoc
 	}
 	return msg + ": the driver keeps its volumes per instance; both instances must read and write the same node state." + fix + " Until then each rollout leaves such volumes mounted (listed below with their cleanup). See " + ReadinessDoc
 }
