@@ -143,11 +143,16 @@ func (s *suite) volumesAcross(t *check) {
 	if d.spec.HostSocket != "" && perPod(d.spec.HostSocket) {
 		samp = s.sampleSockets(ctx, n, path.Dir(oldSock), old)
 	}
-	stopSampling := func() {
-		if samp != nil {
-			samp.stop()
+	// The sampler stops once, here or when the case ends early.
+	var samples []socketSample
+	sampling := samp != nil
+	stopSampling := func() []socketSample {
+		if sampling {
+			sampling, samples = false, samp.stop()
 		}
+		return samples
 	}
+	defer stopSampling()
 	t0 := time.Now()
 	overlapUnjudged := false
 	if why := s.rollHeld(t, ctx, "readiness-"+t0.UTC().Format(time.RFC3339Nano)); why != "" {
@@ -175,7 +180,7 @@ func (s *suite) volumesAcross(t *check) {
 		case <-ctx.Done():
 		case <-time.After(2 * time.Second): // the old instance's exit
 		}
-		s.sockets = &socketRecord{samples: samp.stop(), old: path.Base(oldSock), new: path.Base(newSock), t0: t0}
+		s.sockets = &socketRecord{samples: stopSampling(), old: path.Base(oldSock), new: path.Base(newSock), t0: t0}
 	}
 	newInfo, newErr := s.askInstance(ctx, n, newSock)
 	switch {
