@@ -108,7 +108,7 @@ e2e-driver: e2e-driver-args e2e-driver-build ## registration cases on your drive
 # each must fail its own case with its own cause (expect.txt), every other case pass;
 # what they leave on the node is removed at the end (--remove-left).
 NOTREADY_DIR     = manifests/examples/notready
-NOTREADY_DRIVERS = $(NOTREADY_DIR)/hostport,$(NOTREADY_DIR)/memvolumes,$(NOTREADY_DIR)/stopatterm,$(NOTREADY_DIR)/removesockets
+NOTREADY_DRIVERS = $(NOTREADY_DIR)/hostport,$(NOTREADY_DIR)/memvolumes,$(NOTREADY_DIR)/loadatstart,$(NOTREADY_DIR)/stopatterm,$(NOTREADY_DIR)/removesockets
 .PHONY: e2e-notready
 e2e-notready: notready-image ## readiness cases R1-R4 on the non-compliant examples: each fails with its own cause (manifests/examples/notready/expect.txt)
 	@$(MAKE) --no-print-directory e2e-driver DRIVER=$(NOTREADY_DRIVERS) DRIVER_IMAGES=$(NOTREADY_IMAGE_TAR) \

@@ -78,7 +78,7 @@ func TestHostPortsFromFlags(t *testing.T) {
 
 func TestModeManifestsNotReadyExamplesPassR1(t *testing.T) {
 	// Their faults are in the driver, not in the manifests: R2-R4 find them.
-	for _, d := range []string{"memvolumes", "stopatterm", "removesockets"} {
+	for _, d := range []string{"memvolumes", "loadatstart", "stopatterm", "removesockets"} {
 		s := specOf(t, "../../manifests/examples/notready/"+d)
 		if f := checkModeManifests(s); f.Ports != "" || len(f.Blocking) > 0 || len(f.Needs) > 0 {
 			t.Errorf("%s: %+v", d, f)
@@ -99,7 +99,7 @@ func TestNotReadyExpectationsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each fault fails its own case.
-	own := map[string]string{"memvolumes": CaseVolumesAcross, "stopatterm": CaseServesAfterTerm, "removesockets": CaseOwnSocket, "hostport": CaseModeManifests}
+	own := map[string]string{"memvolumes": CaseVolumesAcross, "loadatstart": CaseVolumesAcross, "stopatterm": CaseServesAfterTerm, "removesockets": CaseOwnSocket, "hostport": CaseModeManifests}
 	for d, c := range own {
 		found := false
 		for _, e := range exp {

@@ -87,11 +87,15 @@ func (s *suite) socketFor(pod *corev1.Pod) string {
 
 // R2. A volume published through the old instance is unpublished through
 // the new one, as the kubelet does across a rollout: inline-volume pods run
-// (published by the instance registered now), the workload rolls until the
-// old pod is gone (the kubelet's endpoint is the new instance's), the pods
-// are deleted and the kubelet must tear their volumes down through the new
-// instance. NodeGetInfo must agree on both instances. It records the
-// driver's socket directory meanwhile for R3.
+// (published by the instance registered now); the workload rolls with the
+// new pod's registrar held back (readiness_overlap.go), and once the new
+// pod's driver serves, more inline-volume pods run, published through the
+// old instance still (the kubelet's endpoint switches only when the new
+// registrar announces); the rollout ends (the old pod gone: the kubelet's
+// endpoint is the new instance's), the pods are deleted and the kubelet
+// must tear all their volumes down through the new instance. NodeGetInfo
+// must agree on both instances. It records the driver's socket directory
+// meanwhile for R3.
 func (s *suite) volumesAcross(t *check) {
 	ctx, n, _ := s.begin(t)
 	d := s.d
@@ -106,21 +110,26 @@ func (s *suite) volumesAcross(t *check) {
 	}
 	load := s.newMountLoad(t, ctx, []string{n})
 	pods := load.Client.CoreV1().Pods(load.Namespace)
-	var uids []string
-	for i := range acrossVolumes {
-		p, err := pods.Create(ctx, load.pod(fmt.Sprintf("across-%d", i), n), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+	groups := acrossGroups{}
+	publish := func(prefix string) []string {
+		var uids []string
+		for i := range acrossVolumes {
+			p, err := pods.Create(ctx, load.pod(fmt.Sprintf("%s-%d", prefix, i), n), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			uids = append(uids, string(p.UID))
 		}
-		uids = append(uids, string(p.UID))
+		return uids
 	}
+	groups.before = publish("across")
 	if why := s.awaitLoadRunning(ctx, load, acrossVolumes); why != "" {
 		t.notJudged("%s: verify cannot invent the volume attributes or the setup your driver needs for an inline volume. See %s", why, ReadinessDoc)
 	}
 	old := s.podOn(t, ctx, n)
 	oldSock := s.socketFor(old)
 	oldInfo, oldErr := s.askInstance(ctx, n, oldSock)
-	t.Logf("%d volumes published through the old instance (pod %s, socket %s)", acrossVolumes, old.Name, oldSock)
+	t.Logf("%d volumes published through the old instance (pod %s, socket %s) before the rollout", acrossVolumes, old.Name, oldSock)
 
 	before, err := s.cl.Pods(ctx)
 	if err != nil {
@@ -134,18 +143,36 @@ func (s *suite) volumesAcross(t *check) {
 	if d.spec.HostSocket != "" && perPod(d.spec.HostSocket) {
 		samp = s.sampleSockets(ctx, n, path.Dir(oldSock), old)
 	}
-	t0 := time.Now()
-	if err := s.patchTemplate(ctx, "readiness-"+t0.UTC().Format(time.RFC3339Nano)); err != nil {
-		t.Fatal(err)
-	}
-	done, err := s.awaitRolledOut(ctx, was, rolloutWait)
-	if err != nil {
-		if samp != nil {
-			samp.stop()
+	// The sampler stops once, here or when the case ends early.
+	var samples []socketSample
+	sampling := samp != nil
+	stopSampling := func() []socketSample {
+		if sampling {
+			sampling, samples = false, samp.stop()
 		}
+		return samples
+	}
+	defer stopSampling()
+	t0 := time.Now()
+	overlapUnjudged := false
+	if why := s.rollHeld(t, ctx, "readiness-"+t0.UTC().Format(time.RFC3339Nano)); why != "" {
+		t.addNote("no volume published during the overlap: " + why)
+		t.Logf("no volume published during the overlap (the old instance's, the new one's driver running): %s", why)
+	} else {
+		var rev reverseResult
+		groups.during, rev, overlapUnjudged = s.publishInOverlap(t, ctx, n, oldSock, was, load, func() []string { return publish("overlap") })
+		defer rev.report(t) // after the verdict on the old instance's volumes, also when it ends the case
+	}
+	done, err := s.awaitRolledOut(ctx, was, rolloutWait+overlapHold)
+	if err != nil {
+		stopSampling()
 		t.Fatal(err)
 	}
-	t.measure("template change -> rolled out (the old pod gone: the kubelet calls the new instance)", done.Sub(t0))
+	what := "template change -> rolled out (the old pod gone: the kubelet calls the new instance)"
+	if len(groups.during) > 0 {
+		what = fmt.Sprintf("template change -> rolled out (the new pod's registrar held %s; the old pod gone: the kubelet calls the new instance)", overlapHold)
+	}
+	t.measure(what, done.Sub(t0))
 	nw := s.podOn(t, ctx, n)
 	newSock := s.socketFor(nw)
 	if samp != nil {
@@ -153,7 +180,7 @@ func (s *suite) volumesAcross(t *check) {
 		case <-ctx.Done():
 		case <-time.After(2 * time.Second): // the old instance's exit
 		}
-		s.sockets = &socketRecord{samples: samp.stop(), old: path.Base(oldSock), new: path.Base(newSock), t0: t0}
+		s.sockets = &socketRecord{samples: stopSampling(), old: path.Base(oldSock), new: path.Base(newSock), t0: t0}
 	}
 	newInfo, newErr := s.askInstance(ctx, n, newSock)
 	switch {
@@ -175,19 +202,82 @@ func (s *suite) volumesAcross(t *check) {
 	if err := load.AwaitNoPods(ctx, podWait); err != nil {
 		t.Fatal(err)
 	}
-	td, err := s.awaitPodDirsGone(ctx, map[string][]string{n: uids}, shortWait, deleted)
+	td, err := s.awaitPodDirsGone(ctx, map[string][]string{n: groups.all()}, shortWait, deleted)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(td.Left) > 0 {
-		t.Errorf("%s", acrossText(td))
+		t.Errorf("%s", acrossText(td, groups))
 		return
 	}
-	t.Logf("the new instance (pod %s) unpublished the %d volumes the old instance (pod %s) published", nw.Name, acrossVolumes, old.Name)
+	t.Logf("the new instance (pod %s) unpublished the %d volumes the old instance (pod %s) published (%d before the rollout, %d while both instances ran)", nw.Name, td.Of, old.Name, len(groups.before), len(groups.during))
+	if overlapUnjudged {
+		t.verdict = VerdictNotJudged
+	}
+}
+
+// publishInOverlap waits for the new pod's driver to serve, then runs the
+// inline-volume pods that publish makes and waits until they run: the old
+// instance publishes them, since the new pod's registrar is held. It
+// returns their pod UIDs, or none (with what verify could not check) when
+// the hold ended before they ran; unjudged when the old instance's socket
+// was gone (R3's finding, not R2's). Meanwhile, both instances running, it
+// tries the reverse direction (readiness_reverse.go).
+func (s *suite) publishInOverlap(t *check, ctx context.Context, n, oldSock string, was map[types.UID]bool, load *mountLoad, publish func() []string) (uids []string, rev reverseResult, unjudged bool) {
+	nw, err := s.awaitNewDriver(ctx, n, was, podWait)
+	if err != nil {
+		t.Error(err)
+		return nil, rev, false
+	}
+	newSock := s.socketFor(nw)
+	t.Logf("the new pod %s's driver serves (socket %s), its registrar held: publishing %d volumes through the old instance", nw.Name, newSock, acrossVolumes)
+	uids = publish()
+	defer func() { rev = s.reverseDirection(ctx, n, oldSock, newSock) }()
+	if why := s.awaitLoadRunning(ctx, load, 2*acrossVolumes); why != "" {
+		if out, err := s.cl.Node.NodeSh(ctx, n, `[ -S "$1" ] && echo yes; true`, oldSock); err == nil && out == "" {
+			t.addNote(fmt.Sprintf("the volumes published during the overlap are not judged: the old instance's socket %s was gone while its pod ran (R3 says who removed it): %s", path.Base(oldSock), why))
+			t.Logf("overlap volumes not judged: the old instance's socket %s is gone (%s)", oldSock, why)
+			return nil, rev, true
+		}
+		t.Errorf("the old instance did not publish inline volumes while the new instance's driver ran beside it (%s): the kubelet calls the old instance until the new one is confirmed. See %s", why, ReadinessDoc)
+		return uids, rev, false
+	}
+	started, err := s.registrarStarted(ctx, nw)
+	switch {
+	case err != nil:
+		t.Error(&VerifyError{Err: fmt.Errorf("whether the new pod %s's registrar had started: %w", nw.Name, err)})
+		return nil, rev, false
+	case started:
+		t.Error(&VerifyError{Err: fmt.Errorf("the new pod %s's registrar started (held %s) before the %d overlap volumes were published: they may be the new instance's; not judged", nw.Name, overlapHold, acrossVolumes)})
+		return nil, rev, false
+	}
+	t.Logf("%d volumes published through the old instance while the new instance's driver ran (its registrar not started yet)", acrossVolumes)
+	return uids, rev, false
+}
+
+// acrossGroups are R2's inline-volume pods (UIDs): published before the
+// rollout, and during the overlap (the new instance's driver running).
+type acrossGroups struct{ before, during []string }
+
+func (g acrossGroups) all() []string { return append(slices.Clone(g.before), g.during...) }
+
+// left counts the UIDs of uids among td's pods left (node/uid).
+func left(td teardown, uids []string) int {
+	n := 0
+	for _, nu := range td.Left {
+		_, u, _ := strings.Cut(nu, "/")
+		if slices.Contains(uids, u) {
+			n++
+		}
+	}
+	return n
 }
 
 // acrossText is R2's verdict: the driver's answer, its cause and the fix.
-func acrossText(td teardown) string {
+// A driver that knows the volumes published before the new instance
+// started, and not those published during the overlap, reads the node's
+// state once at start.
+func acrossText(td teardown, g acrossGroups) string {
 	codes := map[string]bool{}
 	for _, c := range td.Causes {
 		codes[c.Code] = true
@@ -197,12 +287,20 @@ func acrossText(td teardown) string {
 		answer = "returned " + td.Causes[0].Code + " for"
 	}
 	msg := fmt.Sprintf("NodeUnpublishVolume on the new instance %s %d of %d volumes the old instance published", answer, len(td.Left), td.Of)
+	lb, ld := left(td, g.before), left(td, g.during)
+	if len(g.during) > 0 {
+		msg += fmt.Sprintf(" (%d of %d published before the new instance started, %d of %d while both instances ran)", lb, len(g.before), ld, len(g.during))
+	}
 	if c := causesByAnswer(td.Causes); len(c) > 0 {
 		msg += " (" + strings.Join(c, "; ") + ")"
 	} else {
 		msg += fmt.Sprintf(" within %s (the kubelet's log names no NodeUnpublishVolume error for them)", td.Within)
 	}
-	return msg + ": the driver keeps its volumes per instance; both instances must read and write the same node state. Fix: keep what NodeUnpublishVolume needs on the node (a hostPath directory both pods mount, or the mount table), read it on each call, not once at start; an unpublish of a target that is not mounted succeeds (NodeUnpublishVolume is idempotent). Until then each rollout leaves such volumes mounted (listed below with their cleanup). See " + ReadinessDoc
+	const fix = " Fix: keep what NodeUnpublishVolume needs on the node (a hostPath directory both pods mount, or the mount table), read it on each call, not once at start; an unpublish of a target that is not mounted succeeds (NodeUnpublishVolume is idempotent)."
+	if lb == 0 && ld > 0 {
+		return msg + ": the new instance knows only the volumes that existed when it started; it reads the node's state once at start, and the kubelet calls the old instance until the new one is confirmed, so a volume the old instance publishes meanwhile is unknown to the new one. Both instances must read and write the same node state on each call." + fix + " Until then each rollout can leave such volumes mounted (those still there at the end are listed below with their cleanup). See " + ReadinessDoc
+	}
+	return msg + ": the driver keeps its volumes per instance; both instances must read and write the same node state." + fix + " Until then each rollout leaves such volumes mounted (listed below with their cleanup). See " + ReadinessDoc
 }
 
 // awaitLoadRunning waits until want pods of load run; it returns why not

@@ -50,7 +50,8 @@ const LeftOnTheNode = "left_on_the_node"
 
 // ParseExpectations reads an expectation file: one expectation a line,
 // "<driver> <case> <verdict> <text...>" (a verdict with a space, "not
-// judged", is written not_judged); # starts a comment.
+// judged", is written not_judged; several lines of one case must all
+// hold); # starts a comment.
 func ParseExpectations(text string) ([]Expectation, error) {
 	var out []Expectation
 	sc := bufio.NewScanner(strings.NewReader(text))
@@ -87,41 +88,48 @@ func ParseExpectations(text string) ([]Expectation, error) {
 func CheckExpectations(runs []Result, exp []Expectation) []string {
 	var bad []string
 	used := make([]bool, len(exp))
-	find := func(driver, c string) int {
+	// find returns the expectations of a case of driver (several lines may
+	// name one case: each must hold).
+	find := func(driver, c string) []int {
+		var out []int
 		for i, e := range exp {
 			if e.Case == c && strings.HasSuffix(filepath.Clean(driver), filepath.Clean(e.Driver)) {
-				return i
+				out = append(out, i)
 			}
 		}
-		return -1
+		return out
 	}
 	for _, r := range runs {
 		for _, c := range r.Cases {
-			i := find(r.Driver, c.Case)
-			if i < 0 {
+			is := find(r.Driver, c.Case)
+			if len(is) == 0 {
 				if c.Verdict != "pass" && c.Verdict != verdictMeasured && c.Verdict != VerdictNotJudged {
 					bad = append(bad, fmt.Sprintf("%s %s: %s, not expected (%s)", r.Driver, c.Case, c.Verdict, strings.Join(append(c.Findings, c.Note), "; ")))
 				}
 				continue
 			}
-			used[i] = true
-			e := exp[i]
 			said := strings.Join(append(append([]string(nil), c.Findings...), c.Note), "\n")
-			switch {
-			case c.Verdict != e.Verdict:
-				bad = append(bad, fmt.Sprintf("%s %s: %s, expected %s (line %d): %s", r.Driver, c.Case, c.Verdict, e.Verdict, e.Line, said))
-			case !strings.Contains(said, e.Text):
-				bad = append(bad, fmt.Sprintf("%s %s: %s as expected, but its findings do not say %q (line %d): %s", r.Driver, c.Case, c.Verdict, e.Text, e.Line, said))
+			for _, i := range is {
+				used[i] = true
+				e := exp[i]
+				switch {
+				case c.Verdict != e.Verdict:
+					bad = append(bad, fmt.Sprintf("%s %s: %s, expected %s (line %d): %s", r.Driver, c.Case, c.Verdict, e.Verdict, e.Line, said))
+				case !strings.Contains(said, e.Text):
+					bad = append(bad, fmt.Sprintf("%s %s: %s as expected, but its findings do not say %q (line %d): %s", r.Driver, c.Case, c.Verdict, e.Text, e.Line, said))
+				}
 			}
 		}
-		i := find(r.Driver, LeftOnTheNode)
+		is := find(r.Driver, LeftOnTheNode)
 		switch {
-		case i < 0 && len(r.Left) > 0:
+		case len(is) == 0 && len(r.Left) > 0:
 			bad = append(bad, fmt.Sprintf("%s: %d volume(s) left on the node, not expected", r.Driver, len(r.Left)))
-		case i >= 0:
-			used[i] = true
-			if want, _ := strconv.Atoi(exp[i].Verdict); want != len(r.Left) {
-				bad = append(bad, fmt.Sprintf("%s: %d volume(s) left on the node, expected %d (line %d)", r.Driver, len(r.Left), want, exp[i].Line))
+		case len(is) > 0:
+			for _, i := range is {
+				used[i] = true
+				if want, _ := strconv.Atoi(exp[i].Verdict); want != len(r.Left) {
+					bad = append(bad, fmt.Sprintf("%s: %d volume(s) left on the node, expected %d (line %d)", r.Driver, len(r.Left), want, exp[i].Line))
+				}
 			}
 		}
 	}

@@ -9,7 +9,7 @@ image=$1 tar=$2
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-for f in memvolumes stopatterm removesockets; do
+for f in memvolumes loadatstart stopatterm removesockets; do
   CGO_ENABLED=0 "${GO:-go}" build -trimpath -ldflags=-s -o "$ctx/$f" "$here/$f"
 done
 if docker info >/dev/null 2>&1; then

@@ -36,6 +36,11 @@ type Faults struct {
 	// memory only; NodeUnpublishVolume of another instance's volume answers
 	// NotFound (and leaves it mounted).
 	VolumesInMemory bool
+	// VolumesLoadedAtStart: the volumes are read from the node (the state
+	// directory) once at start, then kept in this process's memory; a volume
+	// another instance published after this one started is unknown to it:
+	// NodeUnpublishVolume answers NotFound (and leaves it mounted).
+	VolumesLoadedAtStart bool
 	// StopAtSIGTERM: stop serving at once on SIGTERM.
 	StopAtSIGTERM bool
 	// RemoveOtherSockets: at start, remove every socket in the socket
@@ -53,6 +58,17 @@ func Main(f Faults) {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	d := &driver{name: *name, nodeID: *nodeID, stateDir: *stateDir, faults: f, log: log, known: map[string]bool{}}
+	if f.VolumesLoadedAtStart {
+		vols, err := os.ReadDir(*stateDir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Error("read the state directory", "err", err)
+			os.Exit(1)
+		}
+		for _, v := range vols {
+			d.known[v.Name()] = true
+		}
+		log.Info("volumes read from the node once, at start (fault)", "volumes", len(d.known))
+	}
 	if err := d.run(strings.TrimPrefix(*endpoint, "unix://"), *delay); err != nil {
 		log.Error("driver stopped", "err", err)
 		os.Exit(1)
@@ -67,7 +83,7 @@ type driver struct {
 	log                    *slog.Logger
 
 	mu    sync.Mutex
-	known map[string]bool // VolumesInMemory: this instance's volumes
+	known map[string]bool // VolumesInMemory, VolumesLoadedAtStart: this instance's volumes
 }
 
 func (d *driver) run(sock string, delay time.Duration) error {
@@ -157,7 +173,7 @@ func (d *driver) NodePublishVolume(_ context.Context, r *csi.NodePublishVolumeRe
 
 func (d *driver) NodeUnpublishVolume(_ context.Context, r *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	id, target := r.GetVolumeId(), r.GetTargetPath()
-	if d.faults.VolumesInMemory {
+	if d.faults.VolumesInMemory || d.faults.VolumesLoadedAtStart {
 		d.mu.Lock()
 		ok := d.known[id]
 		d.mu.Unlock()
