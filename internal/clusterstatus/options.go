@@ -39,6 +39,10 @@ type Options struct {
 	ProxyConcurrency int
 	// NoProxy: no proxy calls at all; reasons come from the lists only.
 	NoProxy bool
+	// KubeletState: read the kubelet's /metrics of every node where the
+	// driver runs (one node proxy call per node, `get nodes/proxy`) and
+	// show the registration paths the kubelet holds (Node.Kubelet).
+	KubeletState bool
 }
 
 // Defaults of Options.
