@@ -12,7 +12,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -162,5 +164,34 @@ func TestRollingModeArgs(t *testing.T) {
 		if got := rollingMode(spec.Containers, g); got != want {
 			t.Errorf("%s: %v, want %v", args, got, want)
 		}
+	}
+}
+
+// TestKubeletSaysModePaths: for a node that is not registered, the reason
+// names the kubelet's paths of the driver, the rolling-update mode's
+// announcement sockets included (<driver>_<instance>_<v>-reg.sock), which
+// the reason missed when it matched <driver>-reg.sock only.
+func TestKubeletSaysModePaths(t *testing.T) {
+	announced := "/var/lib/kubelet/plugins_registry/" + stub + "_0cdb0d8c_1795739868663-reg.sock"
+	proxy := &fakeNodeProxy{metrics: map[string]string{"node-1": "# TYPE plugin_manager_total_plugins gauge\n" +
+		"plugin_manager_total_plugins{socket_path=\"" + announced + "\",state=\"desired_state_of_world\"} 1\n"}}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := daemonSet("csi-registrar", "csi-stub-node", pluginSpec("csi-registrar:dev", stub, "--rolling-update=$(POD_UID)"))
+	snap := &Snapshot{
+		Nodes:      []corev1.Node{node("node-1", map[string]string{"kubernetes.io/os": "linux"}, "")},
+		CSINodes:   []storagev1.CSINode{csiNode("node-1")},
+		CSIDrivers: []storagev1.CSIDriver{{ObjectMeta: metav1.ObjectMeta{Name: stub}}},
+		DaemonSets: []appsv1.DaemonSet{ds},
+		Pods:       []corev1.Pod{podOf(ds, "node-1", false)},
+	}
+	r := answer(context.Background(), client, Options{ProxyTimeout: 5 * time.Second, ProxyConcurrency: 4}, snap)
+	n := nodeOf(t, r, stub, "node-1")
+	if want := "kubelet's plugin watcher has " + announced + " in desired_state_of_world"; n.State != StateNotRegistered || !strings.Contains(n.Reason, want) {
+		t.Errorf("node-1: %s, %q; want not registered, the reason naming %q", n.State, n.Reason, want)
 	}
 }
