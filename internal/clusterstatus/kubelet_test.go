@@ -30,6 +30,7 @@ const kubeletSample = "../kubeletplugins/testdata/kubelet-1.37.2-metrics.txt"
 type fakeNodeProxy struct {
 	metrics map[string]string
 	status  map[string]int
+	refused map[string]string // a text the API server answers with 400 (as for a node address it does not proxy to)
 	mu      sync.Mutex
 	calls   int
 }
@@ -45,6 +46,13 @@ func (f *fakeNodeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":%d,`+
 			`"message":"nodes \"%s\" is forbidden: User \"viewer\" cannot get resource \"nodes/proxy\""}`, code, node)
+		return
+	}
+	if msg := f.refused[node]; ok && ok2 && msg != "" {
+		// A Status, sent as text: client-go does not decode it.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":%q,"reason":"BadRequest","code":400}`, msg)
 		return
 	}
 	text, found := f.metrics[node]
@@ -193,5 +201,30 @@ func TestKubeletSaysModePaths(t *testing.T) {
 	n := nodeOf(t, r, stub, "node-1")
 	if want := "kubelet's plugin watcher has " + announced + " in desired_state_of_world"; n.State != StateNotRegistered || !strings.Contains(n.Reason, want) {
 		t.Errorf("node-1: %s, %q; want not registered, the reason naming %q", n.State, n.Reason, want)
+	}
+}
+
+// TestKubeletStateRefusedAddress: the API server's own text answer (the
+// local node's kubelet listens on 127.0.0.1, which it does not proxy to) is
+// named in the unknown line, not "an unknown reason".
+func TestKubeletStateRefusedAddress(t *testing.T) {
+	proxy := &fakeNodeProxy{refused: map[string]string{"node-1": "address not allowed"}}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := daemonSet("csi-registrar", "csi-stub-node", pluginSpec("csi-registrar:dev", stub, "--rolling-update=$(POD_UID)"))
+	snap := &Snapshot{
+		Nodes:      []corev1.Node{node("node-1", map[string]string{"kubernetes.io/os": "linux"}, `{"stub.csi.example.com":"node-1"}`)},
+		CSINodes:   []storagev1.CSINode{csiNode("node-1", storagev1.CSINodeDriver{Name: stub, NodeID: "node-1"})},
+		CSIDrivers: []storagev1.CSIDriver{{ObjectMeta: metav1.ObjectMeta{Name: stub}}},
+		DaemonSets: []appsv1.DaemonSet{ds},
+		Pods:       []corev1.Pod{podOf(ds, "node-1", true)},
+	}
+	r := answer(context.Background(), client, Options{ProxyTimeout: 5 * time.Second, ProxyConcurrency: 4, KubeletState: true}, snap)
+	if len(r.Unknown) != 1 || !strings.Contains(r.Unknown[0].Error, "address not allowed") || r.Unknown[0].Permission != "" {
+		t.Errorf("unknown: %+v, want one line with the API server's answer and no permission", r.Unknown)
 	}
 }
