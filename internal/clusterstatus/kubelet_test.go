@@ -49,8 +49,8 @@ func (f *fakeNodeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg := f.refused[node]; ok && ok2 && msg != "" {
-		// A Status, sent as text: client-go does not decode it.
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		// The API server's own Status, which DoRaw does not decode.
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":%q,"reason":"BadRequest","code":400}`, msg)
 		return

@@ -146,11 +146,15 @@ func statusCode(err error) int {
 // the permission it lacks).
 func withBody(err error, body []byte) error {
 	code := statusCode(err)
-	if text := textCause(err); code != 0 && text != "" {
-		// An answer client-go could not decode as a Status (a text, or a
-		// Status sent as text, as the API server's own "address not allowed"
-		// for a node address it does not proxy to): its message.
-		return &answerError{code: code, text: text}
+	var st metav1.Status
+	if code != 0 && bytes.HasPrefix(body, []byte("{")) && json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != "" {
+		// DoRaw does not decode the API server's Status (e.g. its own
+		// "address not allowed" for a node address it does not proxy to, or
+		// an RBAC refusal): its error would say "an unknown reason".
+		if st.Code == 0 {
+			st.Code = int32(code)
+		}
+		return &apierrors.StatusError{ErrStatus: st}
 	}
 	if code != 0 && len(body) == 0 {
 		return fmt.Errorf("HTTP %d, no body: %w", code, err)
@@ -163,30 +167,6 @@ func withBody(err error, body []byte) error {
 		text = text[:300] + "..."
 	}
 	return &answerError{code: code, text: text}
-}
-
-// textCause is the text of a non-JSON answer, which client-go keeps in the
-// status's details; "" if none.
-func textCause(err error) string {
-	var se apierrors.APIStatus
-	if !errors.As(err, &se) || se.Status().Details == nil {
-		return ""
-	}
-	for _, c := range se.Status().Details.Causes {
-		text := strings.TrimSpace(c.Message)
-		if c.Type != metav1.CauseTypeUnexpectedServerResponse || text == "" || text == "unknown" { // client-go's word for a body it did not keep
-			continue
-		}
-		var st struct{ Message string }
-		if strings.HasPrefix(text, "{") && json.Unmarshal([]byte(text), &st) == nil && st.Message != "" {
-			return st.Message
-		}
-		if len(text) > 300 {
-			text = text[:300] + "..."
-		}
-		return text
-	}
-	return ""
 }
 
 // answerError is a non-2xx answer of the registrar or the kubelet behind
