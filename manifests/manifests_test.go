@@ -83,7 +83,8 @@ func kustomize(t *testing.T, dir string) []object {
 }
 
 // helmTemplate renders chart/ as `helm template csi-stub manifests/chart
-// --set key=value...` does (strict: an undefined value is an error).
+// --kube-version 1.37.2 --set key=value...` does (strict: an undefined value
+// is an error), or `helm install` on a cluster whose API server is 1.37.
 func helmTemplate(t *testing.T, set map[string]any) []object {
 	t.Helper()
 	ch, err := loader.Load("chart")
@@ -92,7 +93,7 @@ func helmTemplate(t *testing.T, set map[string]any) []object {
 	}
 	vals, err := chartutil.ToRenderValues(ch, set,
 		chartutil.ReleaseOptions{Name: releaseName, Namespace: "default", IsInstall: true},
-		chartutil.DefaultCapabilities)
+		apiServer("1.37.2"))
 	if err != nil {
 		t.Fatalf("chart values %v: %v", set, err)
 	}

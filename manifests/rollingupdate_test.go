@@ -234,13 +234,16 @@ func TestChartSocketPaths(t *testing.T) {
 
 // renderChart is helmTemplate returning the render error: the YAML
 // documents, or the error of a template's fail.
-func renderChart(set map[string]any) ([]string, error) {
+func renderChart(set map[string]any) ([]string, error) { return renderChartOn(set, "1.37.2") }
+
+// renderChartOn is renderChart for an API server of version kube.
+func renderChartOn(set map[string]any, kube string) ([]string, error) {
 	ch, err := loader.Load("chart")
 	if err != nil {
 		return nil, err
 	}
 	vals, err := chartutil.ToRenderValues(ch, set,
-		chartutil.ReleaseOptions{Name: releaseName, Namespace: "default", IsInstall: true}, chartutil.DefaultCapabilities)
+		chartutil.ReleaseOptions{Name: releaseName, Namespace: "default", IsInstall: true}, apiServer(kube))
 	if err != nil {
 		return nil, err
 	}

@@ -141,7 +141,7 @@ func (l *loop) begin(name, path string) {
 	l.sock.backoff.reset()
 	l.driver.recheckBackoff.reset()
 	l.alarms.tick.set(reconcilePeriod)
-	if l.r.opts.RollingUpdate != "" {
+	if l.r.opts.RollingUpdate != "" && !l.fellBack {
 		l.log = l.r.log.With("driver", name)
 		l.rollBegin()
 		return

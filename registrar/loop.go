@@ -122,6 +122,9 @@ type loop struct {
 	// roll is the rolling-update mode's state (rolling.go); nil without the
 	// mode, and until the driver first answered.
 	roll *rolling
+	// fellBack: the kubelet cannot take the mode's version; this loop runs
+	// without the mode from then on (fallback.go).
+	fellBack bool
 }
 
 // driverState is what the loop knows of the driver. name is "" until it

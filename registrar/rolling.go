@@ -257,6 +257,8 @@ func (l *loop) carryOut(v modeView, s step) {
 		l.retireAndLeave(v, s)
 	case stepUnregisterAndLeave:
 		l.unregisterAndLeave(s)
+	case stepFallBack:
+		l.fallBack(s)
 	}
 }
 
@@ -475,7 +477,8 @@ func (l *loop) withdrawUnasked(ss *servingSocket, why string) {
 // takes the registration back, and this one sees that successor.
 func (l *loop) rollNotify(registered bool, kubeletErr string) {
 	if !registered {
-		l.modeEvent(modeEvent{kind: evRejected, detail: kubeletErr, validation: strings.Contains(kubeletErr, "plugin validation failed")})
+		l.modeEvent(modeEvent{kind: evRejected, detail: kubeletErr, validation: strings.Contains(kubeletErr, "plugin validation failed"),
+			versionRefused: l.versionRefused(kubeletErr)})
 		return
 	}
 	l.sock.backoff.reset()
@@ -573,10 +576,10 @@ func (l *loop) rollEnd() {
 	l.roll.settle.stop()
 	l.roll.discover.stop()
 	l.roll.leaveBy.stop()
-	go func() { // unblock watches that are sending
-		for range l.roll.events {
+	go func(events <-chan peerEvent) { // unblock watches that are sending
+		for range events {
 		}
-	}()
+	}(l.roll.events)
 	l.roll.watches.Wait()
 	close(l.roll.events)
 	l.roll.left = true

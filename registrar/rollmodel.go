@@ -95,6 +95,9 @@ type modeEvent struct {
 	// kubelet's error.
 	detail     string
 	validation bool // evRejected: in ValidatePlugin (not a registration)
+	// evRejected in ValidatePlugin: the kubelet cannot take the mode's CSI
+	// version 1.<v>.0 itself (fallback.go).
+	versionRefused bool
 }
 
 // stepKind is what the loop does.
@@ -113,6 +116,7 @@ const (
 	stepWaitSuccessor                      // leaving: wait for an instance confirmed after this one
 	stepRetireAndLeave                     // leave without unregistering: retire every socket
 	stepUnregisterAndLeave                 // leave by unlinking: the kubelet unregisters the driver
+	stepFallBack                           // the kubelet cannot take the mode's version: leave the mode, register as without it
 )
 
 var stepNames = map[stepKind]string{
@@ -120,6 +124,7 @@ var stepNames = map[stepKind]string{
 	stepStandBy: "stand by", stepRegistered: "registered", stepWithdraw: "withdraw, retry after backoff",
 	stepWithdrawNoRetry: "withdraw, no retry", stepWait: "wait", stepWaitSuccessor: "wait for a successor",
 	stepRetireAndLeave: "retire all and leave", stepUnregisterAndLeave: "unregister and leave",
+	stepFallBack: "fall back to the plain registrar",
 }
 
 func (k stepKind) String() string { return stepNames[k] }
@@ -227,6 +232,10 @@ func nextStep(v modeView, ev modeEvent) step {
 		// The kubelet re-registered this older instance (it restarted):
 		// the newer one takes back.
 	case evRejected:
+		if ev.validation && ev.versionRefused {
+			s.kind, s.reason = stepFallBack, "the kubelet's validation refused the mode's CSI version itself: this kubelet cannot run the mode; unlinking the announcement and registering as the plain registrar does"
+			return s
+		}
 		s.kind = stepWithdraw
 		s.reason = "kubelet rejected the announcement; unlinking it, which the kubelet does not count as registered"
 		if !ev.validation {

@@ -115,6 +115,8 @@ var modeRows = []modeRow{
 		peers: peers(young)}, modeEvent{kind: evConfirmed}, step{kind: stepStandBy, other: "young", retirePrevious: true}, "newer instance"},
 	{"rejected-validation", "the kubelet's ValidatePlugin rejected our announcement", modeView{self: selfReg, socket: true, peers: peers(oldReg)},
 		modeEvent{kind: evRejected, detail: "plugin validation failed", validation: true}, step{kind: stepWithdraw}, "rejected"},
+	{"rejected-version", "the kubelet's ValidatePlugin refused the mode's version itself (names 1.<v>.0; not \"a higher version is registered\")", modeView{self: selfReg, socket: true, peers: peers(oldReg)},
+		modeEvent{kind: evRejected, detail: "plugin validation failed: None of the versions specified [\"1.10.0\"] are supported", validation: true, versionRefused: true}, step{kind: stepFallBack}, "cannot run the mode"},
 	{"failed-others-hold", "RegisterPlugin failed (NodeGetInfo) while another instance may hold it", modeView{self: selfReg, socket: true, peers: peers(oldReg)},
 		modeEvent{kind: evRejected, detail: "NodeGetInfo failed"}, step{kind: stepWithdrawNoRetry, failed: true}, "rejected"},
 	{"failed-alone", "RegisterPlugin failed, no other instance", modeView{self: selfReg, socket: true},

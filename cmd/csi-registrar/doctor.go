@@ -28,6 +28,8 @@ func doctorCommand() *cli.Command {
 				Usage: "the Node's labels as key=value,...: topology segments that collide with them are flagged"},
 			&cli.StringFlag{Name: "kubeconfig", EnvVars: env("kubeconfig"),
 				Usage: "compare with the API server (Node annotation, CSINode, CSIDriver) using this kubeconfig, e.g. /etc/kubernetes/kubelet.conf"},
+			&cli.StringFlag{Name: "kubelet-metrics", EnvVars: env("kubelet-metrics"),
+				Usage: "a file with the kubelet's /metrics text, read for its plugin state (retired registrations) instead of the API server's node proxy, which --kubeconfig uses and which needs get nodes/proxy"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", EnvVars: env("output"),
 				Usage: "text or json"},
 			&cli.DurationFlag{Name: "timeout", Value: doctor.DefaultTimeout, EnvVars: env("timeout"),
@@ -63,6 +65,7 @@ func doctorCommand() *cli.Command {
 				NodeLabels:      labels,
 				Timeout:         c.Duration("timeout"),
 				Kubeconfig:      c.String("kubeconfig"),
+				KubeletMetrics:  c.String("kubelet-metrics"),
 			})
 			if err != nil {
 				return err

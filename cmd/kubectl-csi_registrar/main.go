@@ -172,6 +172,7 @@ missing permission).`,
 	f.DurationVar(&opts.ProxyTimeout, "proxy-timeout", opts.ProxyTimeout, "deadline of each proxy call to a registrar or kubelet; one past it is reported as unknown")
 	f.IntVar(&opts.ProxyConcurrency, "proxy-concurrency", opts.ProxyConcurrency, "most proxy calls in flight")
 	f.BoolVar(&opts.NoProxy, "no-proxy", false, "make no proxy calls (reasons from the API objects only)")
+	f.BoolVar(&opts.KubeletState, "kubelet-state", false, "read each node's kubelet /metrics (get nodes/proxy) and show the registration paths it holds per driver: retired ones, paths dialed and never registered")
 	f.BoolVar(&stats, "stats", false, "print on stderr the API requests made and the wall time")
 	return cmd
 }

@@ -121,6 +121,10 @@ func analyze(snap *Snapshot, driver string) (*Report, []probeTask) {
 				task.driver, task.node, task.driverName = len(r.Drivers), len(d.Nodes), name
 				tasks = append(tasks, *task)
 			}
+			if kt, ok := kubeletTaskOf(name, n, dp); ok {
+				kt.driver, kt.node = len(r.Drivers), len(d.Nodes)
+				r.kubelet = append(r.kubelet, kt)
+			}
 			d.count(n, expected)
 			d.Nodes = append(d.Nodes, n)
 		}

@@ -45,6 +45,10 @@ type Options struct {
 	// Names are what the errors call the inputs (a command: its flags and
 	// argument); an input without a name here is called by its field.
 	Names map[Option]string
+	// KubeletState: read the kubelet's /metrics of every node where the
+	// driver runs (one node proxy call per node, `get nodes/proxy`) and
+	// show the registration paths the kubelet holds (Node.Kubelet).
+	KubeletState bool
 }
 
 // Defaults of Options.

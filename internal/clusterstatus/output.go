@@ -111,6 +111,9 @@ func tableRows(r *Report, wide bool) ([]string, [][]string) {
 			if d.Conflicts > 0 {
 				plugins = strings.TrimPrefix(plugins+"; ", "; ") + "conflict on " + strconv.Itoa(d.Conflicts) + " node(s): two node plugins serve the driver (-o wide names the pods)"
 			}
+			if d.KubeletRetired > 0 {
+				plugins = strings.TrimPrefix(plugins+"; ", "; ") + "kubelet: " + strconv.Itoa(d.KubeletRetired) + " retired registration path(s) (-o wide: per node; a kubelet restart clears them)"
+			}
 			if d.Overlapping > 0 {
 				plugins = strings.TrimPrefix(plugins+"; ", "; ") + "rollout or replacement in progress on " + strconv.Itoa(d.Overlapping) + " node(s)"
 			}
@@ -135,6 +138,9 @@ func tableRows(r *Report, wide bool) ([]string, [][]string) {
 		}
 		for _, n := range d.Nodes {
 			reason := n.Reason
+			if k := kubeletText(n.Kubelet); k != "" {
+				reason = strings.TrimPrefix(reason+"; ", "; ") + k
+			}
 			for _, w := range n.Warnings {
 				reason = strings.TrimPrefix(reason+"; ", "; ") + "warning: " + w
 			}

@@ -3,27 +3,22 @@ package clusterstatus
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
-
-// kubeletPluginMetric is the kubelet's gauge of the plugin watcher's desired
-// and actual state, by socket path (pkg/kubelet/pluginmanager/metrics).
-const kubeletPluginMetric = "plugin_manager_total_plugins"
 
 // prober asks, for nodes that are not registered, what a registrar or a
 // kubelet says: at most Options.ProxyConcurrency calls at a time, each
@@ -40,13 +35,14 @@ type prober struct {
 
 // nodeMetrics is one kubelet's /metrics, read once for all drivers.
 type nodeMetrics struct {
-	once    sync.Once
-	sockets map[string][]string // socket path -> states
-	err     string              // why it is unknown
+	once  sync.Once
+	state kubeletplugins.State
+	err   string // why it is unknown
 }
 
 func probe(ctx context.Context, client kubernetes.Interface, opts Options, r *Report, tasks []probeTask) {
-	if len(tasks) == 0 || opts.NoProxy {
+	kubelet := opts.KubeletState && len(r.kubelet) > 0
+	if (len(tasks) == 0 && !kubelet) || opts.NoProxy {
 		return
 	}
 	p := &prober{client: client, opts: opts, unknown: map[string]Unknown{}, metrics: map[string]*nodeMetrics{}}
@@ -62,7 +58,24 @@ func probe(ctx context.Context, client kubernetes.Interface, opts Options, r *Re
 			evidence[i] = p.evidence(ctx, &tasks[i])
 		}()
 	}
+	held := make([]*KubeletPaths, len(r.kubelet))
+	if kubelet {
+		for i := range r.kubelet {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				held[i] = p.kubeletPaths(ctx, &r.kubelet[i])
+			}()
+		}
+	}
 	wg.Wait()
+	for i, t := range r.kubelet {
+		if held[i] != nil {
+			applyKubelet(r, t, held[i])
+		}
+	}
 	for i, t := range tasks {
 		if evidence[i] != "" {
 			n := &r.Drivers[t.driver].Nodes[t.node]
@@ -133,6 +146,16 @@ func statusCode(err error) int {
 // the permission it lacks).
 func withBody(err error, body []byte) error {
 	code := statusCode(err)
+	var st metav1.Status
+	if code != 0 && bytes.HasPrefix(body, []byte("{")) && json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != "" {
+		// DoRaw does not decode the API server's Status (e.g. its own
+		// "address not allowed" for a node address it does not proxy to, or
+		// an RBAC refusal): its error would say "an unknown reason".
+		if st.Code == 0 {
+			st.Code = int32(code)
+		}
+		return &apierrors.StatusError{ErrStatus: st}
+	}
 	if code != 0 && len(body) == 0 {
 		return fmt.Errorf("HTTP %d, no body: %w", code, err)
 	}
@@ -159,6 +182,34 @@ func (e *answerError) Error() string { return fmt.Sprintf("answered HTTP %d: %s"
 // kubeletSays reads the kubelet's plugin watcher metric through the API
 // server's node proxy, and says where the driver's registration socket is.
 func (p *prober) kubeletSays(ctx context.Context, node, driver string) string {
+	m := p.nodeMetrics(ctx, node)
+	if m.err != "" {
+		return "kubelet: " + m.err
+	}
+	v := m.state.Driver(driver)
+	if len(v.Actual)+len(v.DesiredOnly)+len(v.ActualOnly) == 0 {
+		return "kubelet's plugin watcher has no registration socket named for the driver (" + kubeletplugins.Metric + ")"
+	}
+	var found []string
+	for _, sock := range v.Actual {
+		if !slices.Contains(v.ActualOnly, sock) {
+			found = append(found, fmt.Sprintf("kubelet's plugin watcher has %s in %s and %s", sock, kubeletplugins.StateActual, kubeletplugins.StateDesired))
+		}
+	}
+	for _, sock := range v.ActualOnly {
+		found = append(found, fmt.Sprintf("kubelet's plugin watcher has %s in %s", sock, kubeletplugins.StateActual))
+	}
+	for _, sock := range v.DesiredOnly {
+		found = append(found, fmt.Sprintf("kubelet's plugin watcher has %s in %s", sock, kubeletplugins.StateDesired))
+	}
+	if len(found) > 3 {
+		found = append(found[:3], fmt.Sprintf("%d more (--kubelet-state counts them)", len(found)-3))
+	}
+	return strings.Join(found, "; ")
+}
+
+// nodeMetrics reads the node's kubelet /metrics once, for every driver.
+func (p *prober) nodeMetrics(ctx context.Context, node string) *nodeMetrics {
 	p.mu.Lock()
 	m := p.metrics[node]
 	if m == nil {
@@ -167,20 +218,7 @@ func (p *prober) kubeletSays(ctx context.Context, node, driver string) string {
 	}
 	p.mu.Unlock()
 	m.once.Do(func() { p.readMetrics(ctx, node, m) })
-	if m.err != "" {
-		return "kubelet: " + m.err
-	}
-	var found []string
-	for sock, states := range m.sockets {
-		if path.Base(sock) == driver+csiplugin.RegistrationSocketSuffix || path.Base(path.Dir(sock)) == driver {
-			found = append(found, fmt.Sprintf("kubelet's plugin watcher has %s in %s", sock, strings.Join(states, " and ")))
-		}
-	}
-	sort.Strings(found)
-	if len(found) == 0 {
-		return "kubelet's plugin watcher has no registration socket named for the driver (" + kubeletPluginMetric + ")"
-	}
-	return strings.Join(found, "; ")
+	return m
 }
 
 func (p *prober) readMetrics(ctx context.Context, node string, m *nodeMetrics) {
@@ -190,36 +228,16 @@ func (p *prober) readMetrics(ctx context.Context, node string, m *nodeMetrics) {
 	body, err := p.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").DoRaw(ctx)
 	if err != nil {
 		err = withBody(err, body)
-		p.fail(what, "get", "nodes/proxy", "the kubelet's view is not shown for nodes that are not registered", err, ctx)
+		p.fail(what, "get", "nodes/proxy", "the kubelet's view is not shown (for nodes that are not registered, and with --kubelet-state its registration paths)", err, ctx)
 		m.err = "unknown (" + shortErr(err, ctx, p.opts.ProxyTimeout) + ")"
 		return
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil && families == nil {
-		m.err = "its /metrics does not parse: " + err.Error()
+	st, err := kubeletplugins.Parse(body)
+	if err != nil {
+		m.err = err.Error()
 		return
 	}
-	m.sockets = map[string][]string{}
-	if f := families[kubeletPluginMetric]; f != nil {
-		for _, mt := range f.GetMetric() {
-			var sock, state string
-			for _, l := range mt.GetLabel() {
-				switch l.GetName() {
-				case "socket_path":
-					sock = l.GetValue()
-				case "state":
-					state = l.GetValue()
-				}
-			}
-			if sock != "" && mt.GetGauge().GetValue() > 0 {
-				m.sockets[sock] = append(m.sockets[sock], state)
-			}
-		}
-	}
-	for _, s := range m.sockets {
-		sort.Strings(s)
-	}
+	m.state = st
 }
 
 // events names the pod's latest warning event.

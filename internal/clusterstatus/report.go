@@ -35,6 +35,8 @@ type Report struct {
 	// Unknown lists what could not be read; when not empty the answer is
 	// incomplete (exit 3).
 	Unknown []Unknown `json:"unknown,omitempty"`
+
+	kubelet []kubeletTask // the nodes whose kubelet state Options.KubeletState reads
 }
 
 // Driver is one CSI driver's row.
@@ -69,6 +71,8 @@ type Driver struct {
 	// Warnings are faults of the driver as a whole that do not unregister
 	// it, e.g. no CSIDriver object.
 	Warnings []string `json:"warnings,omitempty"`
+	// KubeletRetired is the sum of Node.Kubelet.Retired (Options.KubeletState).
+	KubeletRetired int `json:"kubeletRetired,omitempty"`
 }
 
 // Healthy reports whether every expected node has the driver registered,
@@ -98,6 +102,9 @@ type Node struct {
 	// Conflict says which pods of the driver stay side by side on the
 	// node: of two DaemonSets (or other controllers), or of one revision.
 	Conflict string `json:"conflict,omitempty"`
+	// Kubelet is what the kubelet's plugin manager holds for the driver on
+	// the node (Options.KubeletState), nil when not read.
+	Kubelet *KubeletPaths `json:"kubelet,omitempty"`
 }
 
 // Unknown is a part of the answer that could not be read.

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
@@ -48,13 +49,27 @@ var errNotFound = errors.New("not found")
 // client Transport, with its bundled HTTP/2 client, would add ~0.5 MB to
 // the binary for nothing doctor needs.
 func (c *apiClient) get(ctx context.Context, path string, out any) error {
+	body, err := c.getRaw(ctx, path, "application/json")
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// getRaw GETs an API path and returns the answer's body; an answer other
+// than 200 is an error (errNotFound for a 404, else with the status's
+// message or the start of the text).
+func (c *apiClient) getRaw(ctx context.Context, path, accept string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.server+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "csi-registrar-doctor")
 	req.Close = true
 	switch {
@@ -65,20 +80,30 @@ func (c *apiClient) get(ctx context.Context, path string, out any) error {
 	}
 	status, body, err := c.roundTrip(ctx, req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
 	switch {
 	case status == http.StatusNotFound:
-		return fmt.Errorf("GET %s: %w", path, errNotFound)
+		return nil, fmt.Errorf("GET %s: %w", path, errNotFound)
 	case status != http.StatusOK:
 		var st struct{ Message string }
-		_ = json.Unmarshal(body, &st)
-		return fmt.Errorf("GET %s: %d %s: %s", path, status, http.StatusText(status), st.Message)
+		if json.Unmarshal(body, &st) != nil || st.Message == "" {
+			st.Message = strings.TrimSpace(string(body[:min(len(body), 300)]))
+		}
+		return nil, &httpError{path: path, status: status, message: st.Message}
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
+	return body, nil
+}
+
+// httpError is an answer other than 200 or 404.
+type httpError struct {
+	path    string
+	status  int
+	message string
+}
+
+func (e *httpError) Error() string {
+	return fmt.Sprintf("GET %s: %d %s: %s", e.path, e.status, http.StatusText(e.status), e.message)
 }
 
 // roundTrip sends req on a new TLS connection and reads the whole answer.

@@ -41,7 +41,12 @@ type fakeAPIServer struct {
 	nodeIDs    map[string]string // the csi.volume.kubernetes.io/nodeid annotation; nil: absent
 	csinode    []doctor.CSINodeDriver
 	csidrivers []string
-	paths      []string // requested, in order
+	// metrics is the kubelet's /metrics text served through the node proxy
+	// (default: none of the plugin manager's series); metricsStatus, if not
+	// 0, is the status served instead (e.g. 403: no `get nodes/proxy`).
+	metrics       string
+	metricsStatus int
+	paths         []string // requested, in order
 }
 
 func newFakeAPIServer(t *testing.T, node string) *fakeAPIServer {
@@ -67,6 +72,15 @@ func (f *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var obj any
 	switch r.URL.Path {
+	case "/api/v1/nodes/" + f.node + "/proxy/metrics":
+		if f.metricsStatus != 0 {
+			w.WriteHeader(f.metricsStatus)
+			fmt.Fprintf(w, `{"kind":"Status","message":"nodes \"%s\" is forbidden: User \"system:node:%s\" cannot get resource \"nodes/proxy\""}`, f.node, f.node)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprint(w, f.metrics)
+		return
 	case "/api/v1/nodes/" + f.node:
 		ann := map[string]string{"unrelated": "x"}
 		if f.nodeIDs != nil {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
@@ -53,6 +54,10 @@ type Options struct {
 	// Kubeconfig, if set, is the path of a kubeconfig whose current context
 	// is used to read the Node, its CSINode and the CSIDriver objects.
 	Kubeconfig string
+	// KubeletMetrics, if set, is a file holding the kubelet's /metrics text,
+	// read instead of asking the API server's node proxy (which a kubeconfig
+	// turns on and which needs `get nodes/proxy`).
+	KubeletMetrics string
 }
 
 func (o Options) withDefaults() Options {
@@ -127,8 +132,10 @@ type Report struct {
 	// Entries are the registry's files, sorted by path.
 	Entries []Entry `json:"entries"`
 	// API is what the API server holds, when a kubeconfig was given.
-	API      *APIState `json:"api,omitempty"`
-	Findings []Finding `json:"findings"`
+	API *APIState `json:"api,omitempty"`
+	// Kubelet is the kubelet's plugin state (its metric), when read.
+	Kubelet  *KubeletState `json:"kubelet,omitempty"`
+	Findings []Finding     `json:"findings"`
 }
 
 // Healthy reports whether the report has no error or warning.
@@ -160,6 +167,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	saved, err := readKubeletMetrics(o.KubeletMetrics)
+	if err != nil {
+		return nil, err
+	}
 	var api *apiClient
 	if o.Kubeconfig != "" {
 		var err error
@@ -171,7 +182,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				"pass --node-name or set KUBE_NODE_NAME")
 		}
 	}
-	d := &diagnosis{opts: o, report: &Report{
+	d := &diagnosis{opts: o, saved: saved, report: &Report{
 		PluginsRegistry: o.PluginsRegistry, HostRoot: o.HostRoot, NodeName: o.NodeName, Time: time.Now().UTC(),
 		Entries: []Entry{}, Findings: []Finding{},
 	}}
@@ -181,6 +192,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	d.walk()
 	d.inspectSockets(ctx)
 	d.compareAPI()
+	d.fetchKubelet(ctx, api)
+	d.compareKubelet()
 	d.findOverlaps(ctx)
 	sortFindings(d.report.Findings)
 	return d.report, nil
@@ -190,8 +203,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 type diagnosis struct {
 	opts   Options
 	report *Report
-	node   *apiNode   // the Node from the API server; nil without a kubeconfig
-	mu     sync.Mutex // guards report.Findings while sockets are inspected concurrently
+	node   *apiNode             // the Node from the API server; nil without a kubeconfig
+	saved  kubeletplugins.State // from Options.KubeletMetrics; nil without
+	mu     sync.Mutex           // guards report.Findings while sockets are inspected concurrently
 }
 
 // local maps a host path to the path this process reads or dials.

@@ -99,6 +99,14 @@ func WriteText(w io.Writer, r *Report) error {
 		tw.Flush()
 	}
 
+	if rows := kubeletText(r.Kubelet); rows != nil {
+		fmt.Fprintln(w)
+		for _, row := range rows {
+			line(row...)
+		}
+		tw.Flush()
+	}
+
 	fmt.Fprintln(w)
 	if len(r.Findings) > 0 {
 		line("SEVERITY", "SUBJECT", "MESSAGE", "FIX")

@@ -24,7 +24,7 @@ app.kubernetes.io/part-of: csi-registrar
 rolling-update mode, each pod's own, named by its UID (POD_UID, from the
 downward API; the kubelet expands $(POD_UID) in args and env values). */}}
 {{- define "csi-registrar.socketFile" -}}
-{{- if .Values.rollingUpdate.enabled -}}$(POD_UID).sock{{- else -}}csi.sock{{- end -}}
+{{- if include "csi-registrar.rolling" . -}}$(POD_UID).sock{{- else -}}csi.sock{{- end -}}
 {{- end -}}
 
 {{/* The driver's socket directory under <kubeletDir>/plugins/: the driver
@@ -36,7 +36,7 @@ Then the first 16 hex digits of the name's SHA-256 (fewer if only fewer fit):
 {{- define "csi-registrar.socketDir" -}}
 {{- $root := include "csi-registrar.kubeletDir" . -}}
 {{- $name := include "csi-registrar.driverName" . -}}
-{{- $file := ternary 41 (len "csi.sock") .Values.rollingUpdate.enabled -}}
+{{- $file := ternary 41 (len "csi.sock") (eq (include "csi-registrar.rolling" .) "true") -}}
 {{- $room := sub 107 (add (len $root) (len "/plugins/") 1 $file) -}}
 {{- if le (len $name) $room -}}
 {{- $name -}}
@@ -54,12 +54,28 @@ where prefix is the driver name up to 41 characters (the registrar shortens a
 longer one to 41: registrar/csiplugin.RollingUpdatePrefix). The registrar
 sees the directory only as mounted in its container and cannot check this. */}}
 {{- define "csi-registrar.checkRollingUpdate" -}}
-{{- if .Values.rollingUpdate.enabled -}}
+{{- if include "csi-registrar.rolling" . -}}
 {{- $root := include "csi-registrar.kubeletDir" . -}}
 {{- $name := include "csi-registrar.driverName" . -}}
 {{- $n := add (len $root) (len "/plugins_registry/") (min (len $name) 41) (len "_12345678_1234567890123-reg.sock") -}}
 {{- if gt $n 107 -}}
 {{- fail (printf "rollingUpdate.enabled: the kubelet would dial the mode's registration sockets at %s/plugins_registry/<prefix>_<instance>_<version>-reg.sock, %d bytes; a unix socket path holds at most 107: %d too many, shorten kubeletDir or driverName (prefix: its first 41 characters at most), or set rollingUpdate.enabled=false (each upgrade then unregisters the driver for about a second)" $root $n (sub $n 107)) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the rolling-update mode is on: "true" or "". rollingUpdate.enabled
+true or false decides; auto (the default) turns it on where it is proven:
+an API server of 1.34 to 1.37 (.Capabilities.KubeVersion, which is the API
+server's version: kubelets may lag it by up to three minors; docs/operating.md,
+"Where the mode is on"). */}}
+{{- define "csi-registrar.rolling" -}}
+{{- $v := toString .Values.rollingUpdate.enabled -}}
+{{- if eq $v "auto" -}}
+{{- if semverCompare ">=1.34.0-0 <1.38.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
+{{- else if eq $v "true" -}}
+true
+{{- else if ne $v "false" -}}
+{{- fail (printf "rollingUpdate.enabled: %q is not one of auto, true, false; use auto (on for an API server of 1.34 to 1.37), true or false" $v) -}}
 {{- end -}}
 {{- end -}}
