@@ -107,6 +107,8 @@ func TestRollingUpdateNewerDriverFailsAfterConfirmation(t *testing.T) {
 		time.Since(killed).Round(time.Millisecond), registrar.DriverProbePeriod)
 	knows(t, b, sockA2)
 	waitLog(t, a, `why="newer instance `, "the older instance's take-back")
+	// The newer one no longer holds it: /readyz says so until it claims it again.
+	awaitStatus(t, b.r, "the newer instance standing by behind the older one", stageIs(registrar.StageStandingBy))
 	waitLog(t, b, "decision=driver-down", "the newer instance")
 
 	// The driver comes back (a restarted container: a new socket at the

@@ -45,6 +45,10 @@ import (
 //     socket is unlinked by name (the kubelet would retry it forever) and is
 //     not taken as evidence of the kubelet's own retries.
 //   - A terminating instance never announces.
+//   - While another instance runs, an instance claims the registration
+//     only while its own driver answers Probe ready (rolldriver.go): a
+//     newer one whose driver stops hands it back to the older one, and
+//     claims it again after driverStableWindow.
 const (
 	// kubeletSettle is how long an announcement waits after a Remove of a
 	// registered socket, or a failed registration, of another instance: the
@@ -243,6 +247,10 @@ func (l *loop) carryOut(v modeView, s step) {
 	}
 	if s.retirePrevious {
 		l.retirePrevious("a later announcement of this instance is confirmed")
+	}
+	if s.yield {
+		l.publish(StageStandingBy, "this instance's driver stopped answering Probe: another instance holds the registration until it has been ready for "+
+			short(driverStableWindow))
 	}
 	switch s.kind {
 	case stepNothing, stepWait, stepWaitSuccessor:

@@ -152,6 +152,9 @@ type step struct {
 	failed bool
 	// cleanup: leaving last: remove what dead instances left.
 	cleanup bool
+	// yield: publish the stage standing by (/readyz 503): another instance
+	// holds the registration while this one's driver is not ready.
+	yield bool
 }
 
 // String is the step as the table in docs/design.md shows it.
@@ -165,6 +168,9 @@ func (s step) String() string {
 	}
 	if s.failed {
 		parts = append(parts, "publish failed")
+	}
+	if s.yield {
+		parts = append(parts, "publish standing by")
 	}
 	parts = append(parts, s.kind.String())
 	if s.cleanup {
@@ -302,6 +308,7 @@ func decide(v modeView) step {
 	if v.driverUnready && othersEligible(v) && (v.takeBack != "" || !v.socket || v.standingBy) {
 		s.kind, s.reason = stepWait, "this instance's driver has not answered Probe ready (or not for the stable window since it stopped): "+
 			"no claim on the registration while another instance may hold it"
+		s.yield = v.socket && !v.standingBy && v.takeBack != ""
 		return s
 	}
 	if v.settling {

@@ -131,7 +131,7 @@ var modeRows = []modeRow{
 		step{kind: stepTakeBack, takeBack: "newer instance young's driver does not answer Probe"}, "does not answer"},
 	{"driver-down-no-claim", "this instance's driver is down (or ready for less than the stable window); the kubelet confirmed the older instance after this one",
 		modeView{self: selfDown, socket: true, peers: peers(oldAfter), driverUnready: true}, modeEvent{kind: evPeerState, other: "old", old: oldReg, st: oldAfter},
-		step{kind: stepWait, takeBack: "the kubelet confirmed instance old (older, or leaving) after this one"}, "no claim"},
+		step{kind: stepWait, takeBack: "the kubelet confirmed instance old (older, or leaving) after this one", yield: true}, "no claim"},
 	{"driver-stable", "this instance's driver has been ready for the stable window; the older instance was confirmed after this one", modeView{self: selfReg, socket: true,
 		peers: peers(oldAfter), takeBack: "the kubelet confirmed instance old (older, or leaving) after this one"}, modeEvent{kind: evDriverStable},
 		step{kind: stepTakeBack, takeBack: "instance old was confirmed after this one while this instance's driver was down"}, "while this instance's driver was down"},
