@@ -55,20 +55,22 @@ func (h driverHealth) String() string {
 // registration while another instance may hold it.
 func (m *rolling) driverUnready() bool { return m.health != healthReady }
 
-// keepProbing arms the Probe alarm while another eligible instance runs
-// and stops it otherwise; a driver not known ready yet is asked at once.
+// keepProbing arms the Probe alarm while another eligible instance runs,
+// or the driver is down or recovering (so that driverDown, once published,
+// is cleared also when the instance is alone by then), and stops it
+// otherwise; a driver not known ready yet is asked at once.
 func (l *loop) keepProbing() {
 	m := l.roll
 	if m.left || m.leaving {
 		m.probe.stop()
 		return
 	}
-	others := false
+	want := m.health == healthDown || m.health == healthRecovering
 	for _, p := range m.peers {
-		others = others || (peerState{st: p.st, known: p.known}).eligible()
+		want = want || (peerState{st: p.st, known: p.known}).eligible()
 	}
 	switch {
-	case !others:
+	case !want:
 		m.probe.stop()
 	case !m.probe.armed() && m.health == healthUnknown:
 		m.probe.set(0)
