@@ -19,9 +19,16 @@ import (
 )
 
 // holdOldPod is the DaemonSet's minReadySeconds while the case runs: the
-// controller deletes the old pod only once the new one has been Ready this
-// long, which leaves the window in which the new pod's driver dies after its
-// confirmation while the old pod still runs.
+// controller's rolling update deletes the old pod only once the new one has
+// been Ready this long, which leaves the window in which the new pod's
+// driver dies after its confirmation while the old pod still runs. Its
+// manage loop also deletes an old pod that is not Ready beside a new one,
+// whatever minReadySeconds (kubernetes pkg/controller/daemon,
+// podsShouldBeOnNode): a standing-by instance's /readyz is 503, so the old
+// pod goes three readiness probes (6 s) after it stood by. The kill comes
+// as soon as the new pod is Ready, and the old instance, registered again,
+// is Ready again; once the new one takes the registration back the old one
+// stands by and goes.
 const holdOldPod = 300
 
 // TestRollingUpdateNewerDriverDies: in the mode (manifests/), a rollout
@@ -106,15 +113,17 @@ func TestRollingUpdateNewerDriverDies(tt *testing.T) {
 			t.Errorf("the new pod's endpoint was registered again %s after its driver restarted, before the stable window (10 s)", d.Round(time.Millisecond))
 		}
 	}
-	time.Sleep(5 * time.Second) // what would come after: a cycle of registrations (not a wait for a state)
+	// The old pod, standing by again, goes (see holdOldPod); the new
+	// instance then announces once more, as the survivor.
+	gone := awaitKubeletLine(t, ctx, n, `"SyncLoop DELETE"`, old.Name, backNew, 2*time.Minute, "the old pod deleted")
 	log, err := cl.Provider.KubeletLog(ctx, n, 20000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := registers(log, newEndpoint, backOld); got != 1 {
-		t.Errorf("the kubelet registered the new pod's endpoint %d times after the old one took it back, want once", got)
+	if got := registersBetween(log, newEndpoint, backOld, gone); got != 1 {
+		t.Errorf("the kubelet registered the new pod's endpoint %d times after the old one took it back and before the old pod went, want once", got)
 	}
-	if got := registers(log, oldEndpoint, t0); got != 1 {
+	if got := registersBetween(log, oldEndpoint, t0, time.Now()); got != 1 {
 		t.Errorf("the kubelet registered the old pod's endpoint %d times after the kill, want once", got)
 	}
 	for _, line := range strings.Split(log, "\n") {
@@ -187,15 +196,40 @@ func firstRegister(log, endpoint string, since time.Time) time.Time {
 	return time.Time{}
 }
 
-// registers counts the registrations of the driver at endpoint logged after since.
-func registers(log, endpoint string, since time.Time) int {
+// registersBetween counts the registrations of the driver at endpoint
+// logged after since and before until.
+func registersBetween(log, endpoint string, since, until time.Time) int {
 	n := 0
 	for _, line := range strings.Split(log, "\n") {
-		if at, ok := kubeletlog.Time(line, since); ok && at.After(since) && isRegister(line, endpoint) {
+		if at, ok := kubeletlog.Time(line, since); ok && at.After(since) && at.Before(until) && isRegister(line, endpoint) {
 			n++
 		}
 	}
 	return n
+}
+
+// awaitKubeletLine waits until the kubelet's log on node has a line with
+// both parts after since, and returns its time.
+func awaitKubeletLine(t testing.TB, ctx context.Context, node, part1, part2 string, since time.Time, timeout time.Duration, what string) time.Time {
+	t.Helper()
+	var at time.Time
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		log, err := cl.Provider.KubeletLog(ctx, node, 20000)
+		if err != nil {
+			return false, nil
+		}
+		for _, line := range strings.Split(log, "\n") {
+			if t, ok := kubeletlog.Time(line, since); ok && t.After(since) && strings.Contains(line, part1) && strings.Contains(line, part2) {
+				at = t
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return at
 }
 
 func isRegister(line, endpoint string) bool {
