@@ -115,7 +115,7 @@ func TestRollingUpdateNewerDriverDies(tt *testing.T) {
 	}
 	// The old pod, standing by again, goes (see holdOldPod); the new
 	// instance then announces once more, as the survivor.
-	gone := awaitKubeletLine(t, ctx, n, `"SyncLoop DELETE"`, old.Name, backNew, 2*time.Minute, "the old pod deleted")
+	gone := awaitDeleted(t, ctx, old.UID, 2*time.Minute)
 	log, err := cl.Provider.KubeletLog(ctx, n, 20000)
 	if err != nil {
 		t.Fatal(err)
@@ -208,26 +208,37 @@ func registersBetween(log, endpoint string, since, until time.Time) int {
 	return n
 }
 
-// awaitKubeletLine waits until the kubelet's log on node has a line with
-// both parts after since, and returns its time.
-func awaitKubeletLine(t testing.TB, ctx context.Context, node, part1, part2 string, since time.Time, timeout time.Duration, what string) time.Time {
+// awaitDeleted waits until the pod with uid is being deleted, and returns
+// when its deletion was asked (its deletionTimestamp less its grace period:
+// a second's resolution, never later than the SIGTERM), or when it was seen
+// gone without that.
+func awaitDeleted(t testing.TB, ctx context.Context, uid types.UID, timeout time.Duration) time.Time {
 	t.Helper()
 	var at time.Time
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		log, err := cl.Provider.KubeletLog(ctx, node, 20000)
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		l, err := cl.Client.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: cl.Selector})
 		if err != nil {
 			return false, nil
 		}
-		for _, line := range strings.Split(log, "\n") {
-			if t, ok := kubeletlog.Time(line, since); ok && t.After(since) && strings.Contains(line, part1) && strings.Contains(line, part2) {
-				at = t
-				return true, nil
+		for i := range l.Items {
+			p := &l.Items[i]
+			if p.UID != uid {
+				continue
 			}
+			if p.DeletionTimestamp == nil {
+				return false, nil
+			}
+			at = p.DeletionTimestamp.Time
+			if g := p.DeletionGracePeriodSeconds; g != nil {
+				at = at.Add(-time.Duration(*g) * time.Second)
+			}
+			return true, nil
 		}
-		return false, nil
+		at = time.Now()
+		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
+		t.Fatalf("waiting for the old pod's deletion: %v", err)
 	}
 	return at
 }
