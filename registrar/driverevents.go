@@ -62,6 +62,12 @@ func (l *loop) onDriverAnswer(ctx context.Context, a driverAnswer) error {
 	if l.driver.askAgain {
 		l.driver.askAgain = false
 		defer l.ask(ctx, true)
+	} else if l.driver.probeAgain {
+		l.driver.probeAgain = false
+		defer l.ask(ctx, false)
+	}
+	if !a.named && a.err == nil {
+		l.roll.onDriverReady()
 	}
 	switch {
 	case a.named && csiplugin.IsValidationError(a.err):
@@ -203,6 +209,7 @@ func (l *loop) driverRestarted(noticedBy string) {
 // driverDown records and logs (once per outage) that the driver stopped answering.
 func (l *loop) driverDown(err error) {
 	l.r.metrics.setReachable(false)
+	l.roll.onDriverDown(err)
 	if !l.driver.up {
 		return
 	}

@@ -44,6 +44,8 @@ const (
 	SuccessorWait       = successorWait
 	KubeletSettle       = kubeletSettle
 	NotifyWait          = notifyWait
+	DriverProbePeriod   = driverProbePeriod
+	DriverStableWindow  = driverStableWindow
 )
 
 // WaitStatus waits until cond holds for r's Status, looking at each change

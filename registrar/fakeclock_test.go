@@ -133,3 +133,31 @@ func (f *fakeClock) FireUntil(t testing.TB, done <-chan struct{}, patience time.
 		}
 	}
 }
+
+// WaitForTimers waits (in real time, up to patience) until n timers of
+// duration d are armed: each instance of the rolling-update mode re-arms
+// its Probe alarm when it fires, and an Advance before that would leave it
+// unfired.
+func (f *fakeClock) WaitForTimers(t testing.TB, d time.Duration, n int, patience time.Duration) {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		f.mu.Lock()
+		changed, got := f.changed, 0
+		for tm := range f.timers {
+			if tm.d == d {
+				got++
+			}
+		}
+		f.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("%d timers of %s were not armed within %s (%d were)", n, d, patience, got)
+			return
+		}
+	}
+}

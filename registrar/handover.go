@@ -55,6 +55,11 @@ type InstanceState struct {
 	// unlinked by name because the kubelet never asked it (0: none): that
 	// Remove changes nothing for the kubelet, which never registered it.
 	Withdrawn uint64 `json:"withdrawn,omitempty"`
+	// DriverDown: the instance's driver stopped answering Probe (or says
+	// not ready) after it was ready, and has not been ready for the stable
+	// window since: the instance does not claim the registration while
+	// another may hold it, and an older instance takes it back.
+	DriverDown bool `json:"driverDown,omitempty"`
 }
 
 // NewerThan reports whether s should hold the registration rather than o.

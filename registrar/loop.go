@@ -137,6 +137,9 @@ type driverState struct {
 	waitStart time.Time        // when the wait for the driver began (for logs and the timeout's error)
 	asking    bool             // a call to the driver is under way
 	askAgain  bool             // ask the name again when it returns
+	// probeAgain: ask Probe when it returns (the rolling-update mode's
+	// Probes, rolldriver.go, must not be lost to a call under way).
+	probeAgain bool
 	// reconnectNow: the driver socket is a new one; the next call first
 	// resets the client's reconnect backoff (in the calling goroutine: gRPC's
 	// ResetConnectBackoff must not run beside a call that connects).
@@ -257,6 +260,10 @@ func (l *loop) run(ctx context.Context) error {
 			l.roll.onDiscovered()
 		case <-l.roll.leaveC():
 			l.roll.onSuccessorWaitOver()
+		case <-l.roll.probeC():
+			l.roll.onProbeDue(ctx)
+		case <-l.roll.stableC():
+			l.roll.onDriverStable()
 		case <-tick:
 			l.alarms.tick.set(reconcilePeriod)
 			l.reconcile(ctx, "tick", false)
@@ -324,6 +331,7 @@ func (l *loop) publish(stage Stage, detail string) {
 func (l *loop) ask(ctx context.Context, named bool) {
 	if l.driver.asking {
 		l.driver.askAgain = l.driver.askAgain || named
+		l.driver.probeAgain = l.driver.probeAgain || !named
 		return
 	}
 	l.driver.asking = true

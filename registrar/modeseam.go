@@ -1,6 +1,7 @@
 package registrar
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -42,6 +43,40 @@ func (m *rolling) leaveC() <-chan time.Time {
 		return nil
 	}
 	return m.leaveBy.c()
+}
+
+// probeC and stableC: the Probes of the driver while another instance
+// runs, and the end of its stable window (rolldriver.go); nil while leaving.
+func (m *rolling) probeC() <-chan time.Time {
+	if m == nil || m.leaving {
+		return nil
+	}
+	return m.probe.c()
+}
+
+func (m *rolling) stableC() <-chan time.Time {
+	if m == nil || m.leaving {
+		return nil
+	}
+	return m.stable.c()
+}
+
+func (m *rolling) onProbeDue(ctx context.Context) { m.l.onProbeDue(ctx) }
+
+func (m *rolling) onDriverStable() { m.l.onDriverStable() }
+
+// onDriverReady and onDriverDown: the driver answered Probe ready, or
+// stopped answering (or said not ready); no-ops without the mode.
+func (m *rolling) onDriverReady() {
+	if m != nil && !m.left {
+		m.l.rollDriverReady()
+	}
+}
+
+func (m *rolling) onDriverDown(err error) {
+	if m != nil && !m.left {
+		m.l.rollDriverDown(err)
+	}
 }
 
 // onPeer, onSettled, onDiscovered, onSuccessorWaitOver: the mode's events.

@@ -45,6 +45,10 @@ import (
 //     socket is unlinked by name (the kubelet would retry it forever) and is
 //     not taken as evidence of the kubelet's own retries.
 //   - A terminating instance never announces.
+//   - While another instance runs, an instance claims the registration
+//     only while its own driver answers Probe ready (rolldriver.go): a
+//     newer one whose driver stops hands it back to the older one, and
+//     claims it again after driverStableWindow.
 const (
 	// kubeletSettle is how long an announcement waits after a Remove of a
 	// registered socket, or a failed registration, of another instance: the
@@ -79,7 +83,7 @@ const (
 )
 
 var rollingDecisions = []string{decisionAnnounce, decisionConfirmed, decisionRetire, decisionUnregister,
-	decisionTakeBack, decisionStandBy, decisionWithdraw}
+	decisionTakeBack, decisionStandBy, decisionWithdraw, decisionDriverDown}
 
 // reasonTakeBack is the socket creation reason of an announcement that
 // takes the registration back.
@@ -114,6 +118,12 @@ type rolling struct {
 	leaveBy  alarm
 	waitOver bool
 	left     bool
+	// This instance's driver as the mode's Probes saw it (rolldriver.go):
+	// probe asks it while another eligible instance runs; stable fires
+	// once it has been ready for driverStableWindow after a down.
+	health driverHealth
+	probe  alarm
+	stable alarm
 }
 
 // peer is another instance of the driver, watched through its latest socket.
@@ -152,6 +162,8 @@ func (l *loop) rollBegin() {
 		settle:   newAlarm(l.r.clock),
 		discover: newAlarm(l.r.clock),
 		leaveBy:  newAlarm(l.r.clock),
+		probe:    newAlarm(l.r.clock),
+		stable:   newAlarm(l.r.clock),
 	}
 	l.r.metrics.enableRollingUpdate()
 	l.log = l.log.With("instance", inst)
@@ -193,6 +205,8 @@ func (l *loop) view() modeView {
 		removedOnly: l.roll.removedOnly,
 		unasked:     map[string]bool{},
 		waitOver:    l.roll.waitOver,
+		// The driver's own readiness, from the mode's Probes.
+		driverUnready: l.roll.driverUnready(),
 	}
 	withdrawn := func(inst string, st InstanceState) {
 		if st.Withdrawn != 0 {
@@ -222,6 +236,10 @@ func (l *loop) modeEvent(ev modeEvent) {
 	s := nextStep(v, ev)
 	l.log.Debug("rolling-update step", "event", ev.kind.String(), "step", s.String(), "reason", s.reason)
 	l.carryOut(v, s)
+	if l.roll == nil { // fell back to the plain registrar (fallback.go)
+		return
+	}
+	l.keepProbing()
 }
 
 // carryOut does what nextStep decided.
@@ -232,6 +250,10 @@ func (l *loop) carryOut(v modeView, s step) {
 	}
 	if s.retirePrevious {
 		l.retirePrevious("a later announcement of this instance is confirmed")
+	}
+	if s.yield {
+		l.publish(StageStandingBy, "this instance's driver stopped answering Probe: another instance holds the registration until it has been ready for "+
+			short(driverStableWindow))
 	}
 	switch s.kind {
 	case stepNothing, stepWait, stepWaitSuccessor:
@@ -390,6 +412,7 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 	}
 	old := p.st
 	p.st, p.known = ev.st, true
+	l.log.Debug("peer state", "other", inst, "socket", filepath.Base(ev.path))
 	if ev.st.Failed && !old.Failed {
 		l.log.Info("the kubelet failed another instance's registration", "other", inst, "version", ev.st.Version)
 	}
@@ -576,6 +599,8 @@ func (l *loop) rollEnd() {
 	l.roll.settle.stop()
 	l.roll.discover.stop()
 	l.roll.leaveBy.stop()
+	l.roll.probe.stop()
+	l.roll.stable.stop()
 	go func(events <-chan peerEvent) { // unblock watches that are sending
 		for range events {
 		}

@@ -45,6 +45,11 @@ type modeView struct {
 	successor      string
 	successorState InstanceState // as the live check answered
 	waitOver       bool
+	// driverUnready: this instance's driver has not answered Probe ready
+	// yet, or it stopped (self.DriverDown) and has not been ready again for
+	// driverStableWindow. While another instance may hold the registration,
+	// this one then does not claim it (no announcement, no take-back).
+	driverUnready bool
 }
 
 // peerState is another instance as its handover stream told it.
@@ -74,6 +79,9 @@ const (
 	evRejected                               // the kubelet rejected it (validation: in ValidatePlugin)
 	evLeave                                  // this instance ends (ctx ended); self is terminating
 	evSuccessorWaitOver                      // leaving: successorWait passed
+	evDriverReady                            // this instance's driver answered Probe ready for the first time
+	evDriverDown                             // it stopped answering Probe, or said not ready (self.DriverDown set)
+	evDriverStable                           // after a down, it has been ready for driverStableWindow (DriverDown cleared)
 )
 
 var eventNames = map[modeEventKind]string{
@@ -81,6 +89,7 @@ var eventNames = map[modeEventKind]string{
 	evSocketRemoved: "socket removed", evPlainRemoved: "plain socket removed", evOwnRemoved: "own socket removed",
 	evRetryDue: "retry due", evSettled: "settled", evDiscovered: "discovered", evConfirmed: "confirmed",
 	evRejected: "rejected", evLeave: "leave", evSuccessorWaitOver: "successor wait over",
+	evDriverReady: "driver ready", evDriverDown: "driver down", evDriverStable: "driver stable",
 }
 
 func (k modeEventKind) String() string { return eventNames[k] }
@@ -148,6 +157,9 @@ type step struct {
 	failed bool
 	// cleanup: leaving last: remove what dead instances left.
 	cleanup bool
+	// yield: publish the stage standing by (/readyz 503): another instance
+	// holds the registration while this one's driver is not ready.
+	yield bool
 }
 
 // String is the step as the table in docs/design.md shows it.
@@ -161,6 +173,9 @@ func (s step) String() string {
 	}
 	if s.failed {
 		parts = append(parts, "publish failed")
+	}
+	if s.yield {
+		parts = append(parts, "publish standing by")
 	}
 	parts = append(parts, s.kind.String())
 	if s.cleanup {
@@ -191,6 +206,11 @@ func nextStep(v modeView, ev modeEvent) step {
 		case st.Failed && !old.Failed:
 			// The CSI handler unregistered the driver: let that pass first.
 			s.settle, s.takeBack = true, "instance "+ev.other+" failed"
+		case st.DriverDown && !old.DriverDown && st.NewerThan(v.self):
+			// Its driver stopped answering: the kubelet's calls to its
+			// endpoint fail. The kubelet unregistered nothing, so no settle:
+			// a higher version switches the endpoint back to ours.
+			s.takeBack = "newer instance " + ev.other + "'s driver does not answer Probe"
 		case st.Terminating && !old.Terminating && st.NewerThan(v.self):
 			// It will leave; be confirmed after it, so that it can leave
 			// without unregistering the driver.
@@ -231,6 +251,19 @@ func nextStep(v modeView, ev modeEvent) step {
 		}
 		// The kubelet re-registered this older instance (it restarted):
 		// the newer one takes back.
+	case evDriverDown:
+		s.reason = "this instance's driver does not answer Probe: published (driverDown), so that an older instance takes the registration back"
+		if othersEligible(v) {
+			return s
+		}
+	case evDriverStable:
+		// Another instance may have taken the registration while the
+		// driver was down: the last announcement must again be ours.
+		for inst, p := range v.peers {
+			if p.eligible() && !p.st.NewerThan(v.self) && mayBeConfirmedAfter(p.st, v.self) {
+				s.takeBack = "instance " + inst + " was confirmed after this one while this instance's driver was down"
+			}
+		}
 	case evRejected:
 		if ev.validation && ev.versionRefused {
 			s.kind, s.reason = stepFallBack, "the kubelet's validation refused the mode's CSI version itself: this kubelet cannot run the mode; unlinking the announcement and registering as the plain registrar does"
@@ -279,6 +312,12 @@ func decide(v modeView) step {
 	}
 	if v.self.Failed && othersEligible(v) {
 		s.reason = "the kubelet failed ours while another holds it: no cycle of registrations"
+		return s
+	}
+	if v.driverUnready && othersEligible(v) && (v.takeBack != "" || !v.socket || v.standingBy) {
+		s.kind, s.reason = stepWait, "this instance's driver has not answered Probe ready (or not for the stable window since it stopped): "+
+			"no claim on the registration while another instance may hold it"
+		s.yield = v.socket && !v.standingBy && v.takeBack != ""
 		return s
 	}
 	if v.settling {
@@ -331,12 +370,13 @@ func allUnasked(v modeView) bool {
 	return true
 }
 
-// newerPeer returns the newest eligible instance newer than self, if any.
+// newerPeer returns the newest eligible instance newer than self whose
+// driver answers, if any.
 func newerPeer(v modeView) (string, peerState) {
 	var inst string
 	var best peerState
 	for i, p := range v.peers {
-		if p.eligible() && p.st.NewerThan(v.self) && (inst == "" || p.st.NewerThan(best.st)) {
+		if p.eligible() && !p.st.DriverDown && p.st.NewerThan(v.self) && (inst == "" || p.st.NewerThan(best.st)) {
 			inst, best = i, p
 		}
 	}

@@ -121,6 +121,26 @@ var modeRows = []modeRow{
 		modeEvent{kind: evRejected, detail: "NodeGetInfo failed"}, step{kind: stepWithdrawNoRetry, failed: true}, "rejected"},
 	{"failed-alone", "RegisterPlugin failed, no other instance", modeView{self: selfReg, socket: true},
 		modeEvent{kind: evRejected, detail: "NodeGetInfo failed"}, step{kind: stepWithdraw, failed: true}, "rejected"},
+	// This instance's driver, while another instance may hold the registration (rolldriver.go).
+	{"driver-not-ready-yet", "an older instance holds the registration; this instance's driver has not answered Probe ready yet",
+		modeView{self: selfNew, peers: peers(oldReg), driverUnready: true}, modeEvent{kind: evDiscovered}, step{kind: stepWait}, "no claim"},
+	{"driver-ready", "an older instance holds the registration; this instance's driver answers Probe ready",
+		modeView{self: selfNew, peers: peers(oldReg)}, modeEvent{kind: evDriverReady}, step{kind: stepAnnounce}, "no announcement yet"},
+	{"driver-down", "registered after an older instance, which stands by; this instance's driver stops answering Probe", modeView{self: selfDown, socket: true,
+		peers: peers(oldReg), driverUnready: true}, modeEvent{kind: evDriverDown}, step{kind: stepNothing}, "published"},
+	{"newer-driver-down", "standing by; the newer instance says its driver does not answer Probe", modeView{self: selfReg, socket: true, standingBy: true,
+		peers: peers(youngDown)}, modeEvent{kind: evPeerState, other: "young", old: young, st: youngDown},
+		step{kind: stepTakeBack, takeBack: "newer instance young's driver does not answer Probe"}, "does not answer"},
+	{"driver-down-no-claim", "this instance's driver is down (or ready for less than the stable window); the kubelet confirmed the older instance after this one",
+		modeView{self: selfDown, socket: true, peers: peers(oldAfter), driverUnready: true}, modeEvent{kind: evPeerState, other: "old", old: oldReg, st: oldAfter},
+		step{kind: stepWait, takeBack: "the kubelet confirmed instance old (older, or leaving) after this one", yield: true}, "no claim"},
+	{"driver-stable", "this instance's driver has been ready for the stable window; the older instance was confirmed after this one", modeView{self: selfReg, socket: true,
+		peers: peers(oldAfter), takeBack: "the kubelet confirmed instance old (older, or leaving) after this one"}, modeEvent{kind: evDriverStable},
+		step{kind: stepTakeBack, takeBack: "instance old was confirmed after this one while this instance's driver was down"}, "while this instance's driver was down"},
+	{"driver-stable-holds", "this instance's driver has been ready for the stable window; no instance was confirmed after this one", modeView{self: selfReg, socket: true,
+		peers: peers(oldReg)}, modeEvent{kind: evDriverStable}, step{kind: stepNothing}, "stands"},
+	{"newer-driver-back", "registered again after the newer instance's driver stopped; the newer one's driver has been ready for the stable window", modeView{self: selfTook,
+		socket: true, peers: peers(young)}, modeEvent{kind: evPeerState, other: "young", old: youngDown, st: young}, step{kind: stepStandBy, other: "young"}, "newer instance"},
 	// Leaving.
 	{"leave-successor", "leaving; an instance confirmed after this one answers the live check", modeView{self: selfLeft, socket: true,
 		peers: peers(young), successor: "young"}, modeEvent{kind: evLeave}, step{kind: stepRetireAndLeave, other: "young"}, "checked live"},
@@ -232,3 +252,12 @@ func renderModeRows() string {
 	}
 	return b.String()
 }
+
+// Instances of the driver rows: this one's driver down; the newer one's;
+// the older one confirmed after this one; this one after the newer one.
+var (
+	selfDown  = with(selfReg, func(s *InstanceState) { s.DriverDown = true })
+	youngDown = with(young, func(s *InstanceState) { s.DriverDown = true })
+	oldAfter  = with(oldReg, func(s *InstanceState) { s.ConfirmedAt = 700 })
+	selfTook  = with(selfReg, func(s *InstanceState) { s.ConfirmedAt = 700 })
+)

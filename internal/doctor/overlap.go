@@ -145,6 +145,9 @@ func (d *diagnosis) judgeInstances(name string, insts []*liveInstance) {
 	case newest.Failed:
 		d.addf(SeverityWarning, name, "read the new pod's registrar (/readyz says \"kubelet rejected: <the kubelet's error>\", and its log), fix the cause, then delete the new pod: its replacement announces again",
 			"rollout stuck: the kubelet rejected the new instance's registration; the older instance holds the driver: %s", which)
+	case newest.DriverDown:
+		d.addf(SeverityWarning, name, "read the new pod's driver container (its restarts and its log): the older instance holds the registration until the new driver has answered Probe ready for 10 s, then the newest takes it back",
+			"rollout held: the newest instance's driver does not answer Probe, so the older instance takes the registration back: %s", which)
 	case !newest.Confirmed:
 		d.addf(SeverityWarning, name, "wait a few seconds: the kubelet registers a new socket within its next rounds (1 s each); "+
 			"if it stays, read the new pod's registrar /readyz and log, and the kubelet's log (journalctl -u kubelet | grep "+name+")",
@@ -209,6 +212,9 @@ func stateText(st registrar.InstanceState) string {
 		s = "not announced yet"
 	default:
 		s = "announced version " + csiplugin.RollingUpdateVersion(st.Version) + ", not confirmed yet"
+	}
+	if st.DriverDown {
+		s += ", its driver does not answer Probe"
 	}
 	if st.Terminating {
 		s += ", terminating"
