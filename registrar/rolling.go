@@ -114,6 +114,10 @@ type rolling struct {
 	leaveBy  alarm
 	waitOver bool
 	left     bool
+	// lost is our announcement whose file someone deleted, until it is
+	// re-created at its path (samePath while create runs) or closed.
+	lost     *servingSocket
+	samePath bool
 }
 
 // peer is another instance of the driver, watched through its latest socket.
@@ -257,6 +261,32 @@ func (l *loop) carryOut(v modeView, s step) {
 		l.retireAndLeave(v, s)
 	case stepUnregisterAndLeave:
 		l.unregisterAndLeave(s)
+	case stepRecreate:
+		l.recreateDeleted()
+	}
+}
+
+// recreateDeleted serves our deleted announcement again at its path with
+// its version, as the plain registrar does: the kubelet's operations on one
+// path run one at a time (its goroutinemap is keyed by the socket path, and
+// its reconciler unregisters the old registration before it registers the
+// new one), so the CSI handler's deregistration ends before the new
+// registration starts and cannot undo it. The deleted socket's listener and
+// lock go first; its handover streams end only once the new socket listens,
+// so the others find this instance at the same path (onPeerEvent) instead
+// of seeing it leave.
+func (l *loop) recreateDeleted() {
+	lost := l.roll.lost
+	l.roll.lost = nil
+	l.log.Warn("registration socket was deleted; re-creating it at its path", "outcome", "recreating")
+	if lost != nil {
+		lost.sock.Close() // its file is gone: nothing is unlinked
+	}
+	l.roll.samePath = true
+	l.create(reasonDeleted)
+	l.roll.samePath = false
+	if lost != nil {
+		lost.stop()
 	}
 }
 
@@ -368,8 +398,11 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 			l.roll.gone[inst] = p.st
 		}
 		for name, s := range l.scan() {
-			if s.instance == inst && s.version > p.version {
-				l.watchInstance(inst, filepath.Join(l.roll.dir, name), s.version)
+			// A later socket of it; or the same one re-created at its path
+			// after someone deleted it (it answers, unlike a dead one's).
+			path := filepath.Join(l.roll.dir, name)
+			if s.instance == inst && (s.version > p.version || s.version == p.version && !refused(path)) {
+				l.watchInstance(inst, path, s.version)
 				l.roll.peers[inst].st, l.roll.peers[inst].known = p.st, p.known
 				l.modeEvent(modeEvent{kind: evPeerMoved, other: inst})
 				return

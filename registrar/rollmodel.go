@@ -113,10 +113,11 @@ const (
 	stepWaitSuccessor                      // leaving: wait for an instance confirmed after this one
 	stepRetireAndLeave                     // leave without unregistering: retire every socket
 	stepUnregisterAndLeave                 // leave by unlinking: the kubelet unregisters the driver
+	stepRecreate                           // our socket was deleted: serve it again at its path, same version
 )
 
 var stepNames = map[stepKind]string{
-	stepNothing: "nothing", stepAnnounce: "announce", stepTakeBack: "take back", stepResume: "announce (resume)",
+	stepNothing: "nothing", stepAnnounce: "announce", stepTakeBack: "take back", stepRecreate: "re-create at the same path", stepResume: "announce (resume)",
 	stepStandBy: "stand by", stepRegistered: "registered", stepWithdraw: "withdraw, retry after backoff",
 	stepWithdrawNoRetry: "withdraw, no retry", stepWait: "wait", stepWaitSuccessor: "wait for a successor",
 	stepRetireAndLeave: "retire all and leave", stepUnregisterAndLeave: "unregister and leave",
@@ -184,8 +185,10 @@ func nextStep(v modeView, ev modeEvent) step {
 	case evPeerState:
 		switch old, st := ev.old, ev.st; {
 		case st.Failed && !old.Failed:
-			// The CSI handler unregistered the driver: let that pass first.
-			s.settle, s.takeBack = true, "instance "+ev.other+" failed"
+			// The CSI handler unregistered the driver before the kubelet
+			// sent the peer its NotifyRegistrationStatus(false): that
+			// deregistration is over, no settle.
+			s.takeBack = "instance " + ev.other + " failed"
 		case st.Terminating && !old.Terminating && st.NewerThan(v.self):
 			// It will leave; be confirmed after it, so that it can leave
 			// without unregistering the driver.
@@ -214,7 +217,16 @@ func nextStep(v modeView, ev modeEvent) step {
 	case evPlainRemoved:
 		s.settle, s.takeBack = true, "socket "+ev.other+" (a registrar without the rolling-update mode) was removed"
 	case evOwnRemoved:
-		s.settle, s.takeBack = true, "our socket "+ev.other+" was deleted"
+		// At the same path at once, as without the mode: the kubelet
+		// serializes its operations per path, so its deregistration of the
+		// deleted socket ends before it registers the new one.
+		s.takeBack = "our socket " + ev.other + " was deleted"
+		v.takeBack, v.removedOnly = s.takeBack, nil
+		d := decide(v)
+		if d.kind == stepTakeBack {
+			d.kind, d.takeBack = stepRecreate, ""
+		}
+		return d
 	case evRetryDue:
 		// A new socket, in the mode, is a new announcement.
 		s.takeBack = "retry after " + ev.detail
