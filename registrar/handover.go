@@ -55,6 +55,11 @@ type InstanceState struct {
 	// unlinked by name because the kubelet never asked it (0: none): that
 	// Remove changes nothing for the kubelet, which never registered it.
 	Withdrawn uint64 `json:"withdrawn,omitempty"`
+	// Successor is the instance this one, leaving, checked live as
+	// confirmed by the kubelet after it, and retired its sockets for
+	// ("" none): the kubelet holds that instance's endpoint, which need not
+	// announce again.
+	Successor string `json:"successor,omitempty"`
 }
 
 // NewerThan reports whether s should hold the registration rather than o.

@@ -3,6 +3,7 @@ package registrar
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
 // A node's reboot leaves the mode's last announcement sockets on disk, dead.
@@ -49,14 +51,16 @@ func readBootTime() (time.Time, error) {
 	return time.Time{}, errors.New("/proc/stat has no btime line")
 }
 
-// madeBeforeBoot reports whether path is a socket whose inode last changed
-// (ctime, and mtime) before boot.
+// madeBeforeBoot reports whether path is a socket last modified (mtime)
+// before boot. The ctime would be no stronger: both come from the same
+// clock, which is what a step after the boot misleads; a restore of the
+// directory's files keeps the mtime.
 func madeBeforeBoot(path string, boot time.Time) bool {
 	var st unix.Stat_t
 	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return false
 	}
-	return time.Unix(st.Ctim.Unix()).Before(boot) && time.Unix(st.Mtim.Unix()).Before(boot)
+	return time.Unix(st.Mtim.Unix()).Before(boot)
 }
 
 // refused reports whether connecting to the socket at path is refused:
@@ -91,12 +95,41 @@ func (l *loop) removePreBoot() {
 			continue
 		}
 		path := filepath.Join(l.roll.dir, e.Name())
-		if !madeBeforeBoot(path, boot) || !refused(path) {
+		if !madeBeforeBoot(path, boot) {
 			continue
 		}
-		if err := os.Remove(path); err == nil {
+		if ok, _ := sockfile.RemoveDeadByName(path); ok {
 			l.log.Info("removed by name a dead socket made before the node booted: no kubelet running now registered it",
 				"removed", e.Name(), "bootTime", boot.UTC().Format(time.RFC3339))
+		}
+	}
+}
+
+// removeDeadAfterKubeletRestart: the kubelet registered our confirmed
+// announcement again, which it does only when its actual state lost it: it
+// restarted. The restarted kubelet added to its actual state only sockets
+// that answered its GetInfo; a socket that is dead now was dead when it
+// walked the directory (unless it died in the moments since, after the new
+// kubelet registered it: the residual window, docs/design.md), so it is in
+// the kubelet's desired state only, redialed until it restarts again. Each
+// is unlinked by name, under its lock file: the Remove takes it out of the
+// desired state and unregisters nothing.
+func (l *loop) removeDeadAfterKubeletRestart() {
+	entries, err := os.ReadDir(l.roll.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if _, _, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, e.Name()); !ok || e.Type() != fs.ModeSocket {
+			continue
+		}
+		path := filepath.Join(l.roll.dir, e.Name())
+		if path == l.sock.path {
+			continue
+		}
+		if ok, _ := sockfile.RemoveDeadByName(path); ok {
+			l.log.Info("removed by name a dead socket the restarted kubelet could not register: it stays in no kubelet state",
+				"removed", e.Name())
 		}
 	}
 }

@@ -118,6 +118,9 @@ type rolling struct {
 	// re-created at its path (samePath while create runs) or closed.
 	lost     *servingSocket
 	samePath bool
+	// superseded is our unasked announcement that the one being created
+	// replaces: unlinked by name once that one listens.
+	superseded *servingSocket
 }
 
 // peer is another instance of the driver, watched through its latest socket.
@@ -197,6 +200,7 @@ func (l *loop) view() modeView {
 		removedOnly: l.roll.removedOnly,
 		unasked:     map[string]bool{},
 		waitOver:    l.roll.waitOver,
+		holding:     l.sock.cur != nil || len(l.roll.previous) > 0,
 	}
 	withdrawn := func(inst string, st InstanceState) {
 		if st.Withdrawn != 0 {
@@ -263,6 +267,12 @@ func (l *loop) carryOut(v modeView, s step) {
 		l.unregisterAndLeave(s)
 	case stepRecreate:
 		l.recreateDeleted()
+	case stepLeave:
+		l.decision(decisionRetire, "left: the kubelet holds no socket of this instance", "why", s.reason)
+		if s.cleanup {
+			l.removeLeftovers()
+		}
+		l.rollEnd()
 	}
 }
 
@@ -416,7 +426,7 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 		} else {
 			l.log.Info("another instance left", "other", inst, "lastState", p.st, "err", ev.err)
 		}
-		l.modeEvent(modeEvent{kind: evPeerGone, other: inst, known: p.known})
+		l.modeEvent(modeEvent{kind: evPeerGone, other: inst, known: p.known, st: p.st})
 		return
 	}
 	old := p.st
@@ -480,11 +490,24 @@ func (l *loop) nextAnnouncement() {
 		return
 	}
 	if l.sock.cur.unasked() {
-		l.withdrawUnasked(l.sock.cur, "superseded")
+		// Withdrawn once the next one listens (withdrawSuperseded): the
+		// others then find this instance's later socket when the stream of
+		// this one ends, instead of seeing it leave.
+		l.roll.superseded = l.sock.cur
 	} else {
 		l.roll.previous = append(l.roll.previous, l.sock.cur)
 	}
 	l.sock.cur = nil
+}
+
+// withdrawSuperseded withdraws the unasked announcement the new one
+// replaces, once the new one listens (or failed to).
+func (m *rolling) withdrawSuperseded() {
+	if m == nil || m.superseded == nil {
+		return
+	}
+	m.l.withdrawUnasked(m.superseded, "superseded")
+	m.superseded = nil
 }
 
 // withdrawUnasked unlinks by name an announcement socket the kubelet never
@@ -515,7 +538,12 @@ func (l *loop) rollNotify(registered bool, kubeletErr string) {
 	l.alarms.retryAt.stop()
 	l.await(awaitNothing, 0)
 	now := l.r.clock.Now().UnixMilli()
+	before, _ := l.roll.self.get()
 	self := l.roll.self.update(func(st *InstanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
+	if before.Confirmed {
+		// The same announcement registered again: the kubelet restarted.
+		l.removeDeadAfterKubeletRestart()
+	}
 	msg := "kubelet confirmed the announcement"
 	if self.Terminating {
 		msg = "kubelet confirmed the announcement of this instance, which is leaving"
@@ -556,6 +584,11 @@ func (l *loop) rollLeave() {
 	l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
 	l.stopSessionAlarms()
 	l.roll.leaveBy.set(successorWait)
+	if l.sock.cur != nil && l.sock.cur.unasked() {
+		// The kubelet never asked it: it never will, and it can go by name.
+		l.withdrawUnasked(l.sock.cur, "leaving")
+		l.sock.cur = nil
+	}
 	l.drainPeerEvents()
 	l.modeEvent(modeEvent{kind: evLeave})
 }
@@ -569,6 +602,8 @@ func (l *loop) onSuccessorWaitOver() {
 
 // retireAndLeave leaves without unregistering: every socket is retired.
 func (l *loop) retireAndLeave(v modeView, s step) {
+	// Told before the sockets go: the successor need not announce again.
+	l.roll.self.update(func(st *InstanceState) { st.Successor = s.other })
 	if l.sock.cur != nil {
 		l.roll.previous = append(l.roll.previous, l.sock.cur)
 		l.sock.cur = nil
