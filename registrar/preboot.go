@@ -86,21 +86,38 @@ func (l *loop) removePreBoot() {
 		l.log.Warn("cannot read when the node booted; dead sockets are removed through hidden names only", "err", err)
 		return
 	}
+	l.removeDeadByName(func(path string) bool { return madeBeforeBoot(path, boot) },
+		"removed by name a dead socket made before the node booted: no kubelet running now registered it",
+		"bootTime", boot.UTC().Format(time.RFC3339))
+}
+
+// removeDeadByName unlinks by name, under its lock file, every announcement
+// socket of the driver other than our current one that pick selects and
+// that refuses connections. The names are published first (Removed), so
+// that the instances, this one included, take those Removes for what they
+// are: nothing for the kubelet.
+func (l *loop) removeDeadByName(pick func(path string) bool, msg string, evidence ...any) {
 	entries, err := os.ReadDir(l.roll.dir)
 	if err != nil {
 		return
 	}
+	var dead []string
 	for _, e := range entries {
-		if _, _, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, e.Name()); !ok {
+		if _, _, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, e.Name()); !ok || e.Type() != fs.ModeSocket {
 			continue
 		}
 		path := filepath.Join(l.roll.dir, e.Name())
-		if !madeBeforeBoot(path, boot) {
-			continue
+		if path != l.sock.path && pick(path) && refused(path) {
+			dead = append(dead, e.Name())
 		}
-		if ok, _ := sockfile.RemoveDeadByName(path); ok {
-			l.log.Info("removed by name a dead socket made before the node booted: no kubelet running now registered it",
-				"removed", e.Name(), "bootTime", boot.UTC().Format(time.RFC3339))
+	}
+	if len(dead) == 0 {
+		return
+	}
+	l.roll.self.update(func(st *InstanceState) { st.Removed = dead })
+	for _, name := range dead {
+		if ok, _ := sockfile.RemoveDeadByName(filepath.Join(l.roll.dir, name)); ok {
+			l.log.Info(msg, append([]any{"removed", name}, evidence...)...)
 		}
 	}
 }
@@ -115,21 +132,6 @@ func (l *loop) removePreBoot() {
 // is unlinked by name, under its lock file: the Remove takes it out of the
 // desired state and unregisters nothing.
 func (l *loop) removeDeadAfterKubeletRestart() {
-	entries, err := os.ReadDir(l.roll.dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if _, _, ok := csiplugin.ParseRollingUpdateSocketName(l.driver.name, e.Name()); !ok || e.Type() != fs.ModeSocket {
-			continue
-		}
-		path := filepath.Join(l.roll.dir, e.Name())
-		if path == l.sock.path {
-			continue
-		}
-		if ok, _ := sockfile.RemoveDeadByName(path); ok {
-			l.log.Info("removed by name a dead socket the restarted kubelet could not register: it stays in no kubelet state",
-				"removed", e.Name())
-		}
-	}
+	l.removeDeadByName(func(string) bool { return true },
+		"removed by name a dead socket the restarted kubelet could not register: it stays in no kubelet state")
 }

@@ -206,7 +206,11 @@ func (l *loop) view() modeView {
 		if st.Withdrawn != 0 {
 			v.unasked[csiplugin.RollingUpdateSocketName(l.driver.name, inst, st.Withdrawn)] = true
 		}
+		for _, name := range st.Removed {
+			v.unasked[name] = true
+		}
 	}
+	withdrawn(self.Instance, self)
 	for inst, st := range l.roll.gone {
 		withdrawn(inst, st)
 	}
