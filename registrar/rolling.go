@@ -35,21 +35,25 @@ import (
 //     both) only when another instance is confirmed after it, checked live
 //     through the handover service (handover.go). Otherwise it unlinks by
 //     name, as without the mode: the kubelet unregisters the driver.
-//   - Whenever another instance leaves, dies, fails, or was confirmed by
-//     the kubelet after this one, the newest instance announces again: the
-//     survivor has the last word. After a Remove by name (the kubelet
-//     unregisters the driver) or a failure (the CSI handler unregistered
-//     it), it waits kubeletSettle first, so that the kubelet's own
-//     deregistration cannot undo the new registration.
+//   - Whenever another instance dies, fails, was confirmed by the kubelet
+//     after this one, or leaves without naming this one as its confirmed
+//     successor, the newest instance announces again: the survivor has the
+//     last word. After a Remove by name of another socket (the kubelet
+//     unregisters the driver) it waits kubeletSettle first, so that the
+//     kubelet's own deregistration cannot undo the new registration; not
+//     after a failure (the kubelet tells the failure only once the CSI
+//     handler's deregistration ended), and our own deleted socket is served
+//     again at its path at once (the kubelet orders the two per path).
 //   - A rejection in the kubelet's validation is not a registration: the
 //     socket is unlinked by name (the kubelet would retry it forever) and is
 //     not taken as evidence of the kubelet's own retries.
 //   - A terminating instance never announces.
 const (
-	// kubeletSettle is how long an announcement waits after a Remove of a
-	// registered socket, or a failed registration, of another instance: the
-	// kubelet's reconciler runs every second and unregisters the driver in
-	// its next round; 3 rounds of margin for a busy node.
+	// kubeletSettle is how long an announcement waits after a Remove by
+	// name of another registered socket (another instance's, or the plain
+	// registrar's): the kubelet's reconciler runs every second and
+	// unregisters the driver in its next round; the rest is margin for its
+	// API writes (docs/design.md states the bound).
 	kubeletSettle = 3 * time.Second
 	// discoveryWait bounds the wait, at start, for the first state of each
 	// instance found on the node before deciding whether to announce.

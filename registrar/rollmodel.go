@@ -24,8 +24,8 @@ type modeView struct {
 	// discovering: at start, the first states of the instances found on
 	// the node are still awaited (discoveryWait).
 	discovering bool
-	// settling: the kubelet's deregistration after a Remove by name or a
-	// failed registration is awaited (kubeletSettle).
+	// settling: the kubelet's deregistration after a Remove by name of
+	// another socket is awaited (kubeletSettle).
 	settling bool
 	// retrying: a re-creation of the announcement is scheduled (a backoff).
 	retrying bool
