@@ -661,3 +661,43 @@ func TestRollingUpdateUnaskedAnnouncementGoesByName(t *testing.T) {
 		}
 	}
 }
+
+// Our announcement deleted by someone: served again at once at the same
+// path with the same version (no settle, no new announcement), as without
+// the mode; the kubelet's per-path ordering unregisters the deleted one
+// before it registers the new one. A peer standing by keeps standing by.
+func TestRollingUpdateOwnSocketDeletedRecreatedAtItsPath(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	a := startInstance(t, e, clk, "pod-a")
+	announced(t, a, "")
+	b := startInstance(t, e, clk, "pod-b")
+	sockB := announced(t, b, "")
+	awaitStatus(t, a.r, "the old instance standing by", stageIs(registrar.StageStandingBy))
+
+	if err := os.Remove(sockB); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	recreated := "reason=deleted outcome=serving path=" + sockB + " "
+	if _, err := b.logs.Wait(ctx, func(s string) bool { return strings.Contains(s, recreated) }); err != nil {
+		t.Fatalf("the instance did not serve its deleted announcement again at %s: %v", sockB, err)
+	}
+	if reg, err := registrartest.Register(t.Context(), sockB); err != nil || reg.Err != nil {
+		t.Fatal(err, reg)
+	}
+	awaitStatus(t, b.r, "the instance registered again", stageIs(registrar.StageRegistered))
+	if _, err := a.logs.Wait(ctx, func(s string) bool { return strings.Contains(s, `event="peer moved"`) }); err != nil {
+		t.Fatalf("the older instance did not follow the newer one to its re-created socket: %v", err)
+	}
+	if strings.Contains(b.logs.String(), "reason=take-back") {
+		t.Errorf("the instance made a new announcement instead of serving the deleted one again:\n%s", b.logs.String())
+	}
+	if st := a.r.Status().Stage; st != registrar.StageStandingBy {
+		t.Errorf("the older instance is at stage %v, want %v (the newer one moved, it did not leave)", st, registrar.StageStandingBy)
+	}
+	if strings.Contains(a.logs.String(), "decision=take-back") {
+		t.Errorf("the older instance took the registration back although the newer one only moved:\n%s", a.logs.String())
+	}
+}
