@@ -115,11 +115,16 @@ func (l *loop) removeDeadByName(pick func(path string) bool, msg string, evidenc
 		return
 	}
 	l.roll.self.update(func(st *InstanceState) { st.Removed = dead })
+	var removed []string
 	for _, name := range dead {
 		if ok, _ := sockfile.RemoveDeadByName(filepath.Join(l.roll.dir, name)); ok {
+			removed = append(removed, name)
 			l.log.Info(msg, append([]any{"removed", name}, evidence...)...)
 		}
 	}
+	// Only what went: a socket found live under its lock (one being
+	// created) must count again when it is unlinked by name later.
+	l.roll.self.update(func(st *InstanceState) { st.Removed = removed })
 }
 
 // removeDeadAfterKubeletRestart: the kubelet registered our confirmed
