@@ -592,8 +592,12 @@ func (l *loop) rollLeave() {
 	l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
 	l.stopSessionAlarms()
 	l.roll.leaveBy.set(successorWait)
-	if l.sock.cur != nil && l.sock.cur.unasked() {
-		// The kubelet never asked it: it never will, and it can go by name.
+	if l.sock.cur != nil && len(l.roll.previous) == 0 && l.sock.cur.unasked() {
+		// The kubelet never asked it: it never will, and it can go by name;
+		// then this instance holds nothing and leaves at once. (With earlier
+		// sockets still served it stays: its stream is the one the others
+		// watch, and its end would tell them this instance left while its
+		// earlier socket may still hold the registration.)
 		l.withdrawUnasked(l.sock.cur, "leaving")
 		l.sock.cur = nil
 	}
