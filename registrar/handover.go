@@ -3,6 +3,7 @@ package registrar
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,16 @@ type InstanceState struct {
 	// unlinked by name because the kubelet never asked it (0: none): that
 	// Remove changes nothing for the kubelet, which never registered it.
 	Withdrawn uint64 `json:"withdrawn,omitempty"`
+	// Successor is the instance this one, leaving, checked live as
+	// confirmed by the kubelet after it, and retired its sockets for
+	// ("" none): the kubelet holds that instance's endpoint, which need not
+	// announce again.
+	Successor string `json:"successor,omitempty"`
+	// Removed names the dead announcement sockets (of any instance) this
+	// one unlinked by name, last, because no running kubelet holds them
+	// (made before the boot, or dead when the kubelet restarted): those
+	// Removes change nothing for the kubelet.
+	Removed []string `json:"removed,omitempty"`
 }
 
 // NewerThan reports whether s should hold the registration rather than o.
@@ -171,7 +182,7 @@ func (s *socketHandover) watch(stream grpc.ServerStream) error {
 		case <-s.closing:
 			// The last change before the socket stops (e.g. Withdrawn)
 			// still goes out.
-			if last, _ := h.get(); last != st {
+			if last, _ := h.get(); !reflect.DeepEqual(last, st) {
 				return send(last)
 			}
 			return nil

@@ -102,7 +102,13 @@ func (m *rolling) announcement() (version string, ho *handoverServer, ok bool) {
 		return "", nil, false
 	}
 	l := m.l
-	l.nextAnnouncement()
+	if m.samePath {
+		// The deleted announcement again: same path, same version.
+		m.takeBack, m.removedOnly = "", nil
+		m.self.update(func(st *InstanceState) { st.Confirmed, st.Failed = false, false })
+	} else {
+		l.nextAnnouncement()
+	}
 	self, _ := m.self.get()
 	l.r.status.update(func(st *Status) { st.SocketPath = l.sock.path })
 	return csiplugin.RollingUpdateVersion(self.Version), m.self, true
@@ -127,17 +133,21 @@ func (m *rolling) onRetryDue() (handled bool) {
 	return true
 }
 
-// onSocketDeleted: our socket was deleted by someone else. In the mode the
-// kubelet unregisters the driver: announce again once it has.
+// onSocketDeleted: our socket was deleted by someone else. In the mode it
+// is served again at its path at once (stepRecreate), as without the mode,
+// unless a newer instance holds the registration or a backoff runs.
 func (m *rolling) onSocketDeleted() (handled bool) {
 	if m == nil {
 		return false
 	}
 	l := m.l
-	l.log.Warn("registration socket was deleted; announcing again once the kubelet has unregistered it", "outcome", "recreating")
-	name := l.sock.path
-	l.closeSocket(reasonDeleted)
-	l.modeEvent(modeEvent{kind: evOwnRemoved, other: filepath.Base(name)})
+	m.lost, l.sock.cur = l.sock.cur, nil
+	l.modeEvent(modeEvent{kind: evOwnRemoved, other: filepath.Base(l.sock.path)})
+	if m.lost != nil { // not re-created
+		l.log.Warn("registration socket was deleted; not re-created now", "outcome", "closed")
+		m.lost.stop()
+		m.lost = nil
+	}
 	return true
 }
 

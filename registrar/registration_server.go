@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -36,6 +38,10 @@ type registrationServer struct {
 	// answered is getInfos at the last Notify: a GetInfo after it is a
 	// registration the kubelet has not finished.
 	answered int
+	// refusing: the socket was found unasked and withdrawn: a GetInfo on a
+	// connection accepted before is refused, so the kubelet cannot add the
+	// socket to its actual state after the check.
+	refusing bool
 
 	signal chan struct{} // capacity 1: "something was recorded"
 }
@@ -69,6 +75,10 @@ func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoReq
 		return s.info(), nil
 	}
 	s.mu.Lock()
+	if s.refusing {
+		s.mu.Unlock()
+		return nil, status.Error(codes.Unavailable, "this announcement was withdrawn: the kubelet never asked it")
+	}
 	s.getInfos++
 	s.mu.Unlock()
 	if s.hooks.onGetInfo != nil {
@@ -106,6 +116,17 @@ func (s *registrationServer) notify() {
 	case s.signal <- struct{}{}:
 	default:
 	}
+}
+
+// refuseIfUnasked reports whether the kubelet never called GetInfo; if so,
+// every later GetInfo is refused (atomically with the check).
+func (s *registrationServer) refuseIfUnasked() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.getInfos == 0 {
+		s.refusing = true
+	}
+	return s.refusing
 }
 
 // registering reports whether the kubelet called GetInfo and has not sent
@@ -178,18 +199,17 @@ func (ss *servingSocket) retire() bool {
 }
 
 // unasked reports whether the kubelet never called GetInfo on the socket;
-// if so, the socket no longer accepts connections, so that no registration
-// can start on it any more (a GetInfo on a connection accepted before is
-// counted and makes it asked). The kubelet's plugin manager adds a socket to
-// its actual state only after it answered GetInfo, and unregisters only what
-// is in its actual state: an unasked socket can be unlinked by name.
+// if so, the socket no longer accepts connections and refuses GetInfo on
+// those it accepted before, so that no registration can start on it any
+// more. The kubelet's plugin manager adds a socket to its actual state only
+// after it answered GetInfo, and unregisters only what is in its actual
+// state: an unasked socket can be unlinked by name.
 func (ss *servingSocket) unasked() bool {
-	if n, _ := ss.server.snapshot(); n > 0 {
+	if !ss.server.refuseIfUnasked() {
 		return false
 	}
 	ss.sock.Listener().Close()
-	n, _ := ss.server.snapshot()
-	return n == 0
+	return true
 }
 
 // notifyWait bounds how long a socket is kept for a registration the kubelet

@@ -35,21 +35,25 @@ import (
 //     both) only when another instance is confirmed after it, checked live
 //     through the handover service (handover.go). Otherwise it unlinks by
 //     name, as without the mode: the kubelet unregisters the driver.
-//   - Whenever another instance leaves, dies, fails, or was confirmed by
-//     the kubelet after this one, the newest instance announces again: the
-//     survivor has the last word. After a Remove by name (the kubelet
-//     unregisters the driver) or a failure (the CSI handler unregistered
-//     it), it waits kubeletSettle first, so that the kubelet's own
-//     deregistration cannot undo the new registration.
+//   - Whenever another instance dies, fails, was confirmed by the kubelet
+//     after this one, or leaves without naming this one as its confirmed
+//     successor, the newest instance announces again: the survivor has the
+//     last word. After a Remove by name of another socket (the kubelet
+//     unregisters the driver) it waits kubeletSettle first, so that the
+//     kubelet's own deregistration cannot undo the new registration; not
+//     after a failure (the kubelet tells the failure only once the CSI
+//     handler's deregistration ended), and our own deleted socket is served
+//     again at its path at once (the kubelet orders the two per path).
 //   - A rejection in the kubelet's validation is not a registration: the
 //     socket is unlinked by name (the kubelet would retry it forever) and is
 //     not taken as evidence of the kubelet's own retries.
 //   - A terminating instance never announces.
 const (
-	// kubeletSettle is how long an announcement waits after a Remove of a
-	// registered socket, or a failed registration, of another instance: the
-	// kubelet's reconciler runs every second and unregisters the driver in
-	// its next round; 3 rounds of margin for a busy node.
+	// kubeletSettle is how long an announcement waits after a Remove by
+	// name of another registered socket (another instance's, or the plain
+	// registrar's): the kubelet's reconciler runs every second and
+	// unregisters the driver in its next round; the rest is margin for its
+	// API writes (docs/design.md states the bound).
 	kubeletSettle = 3 * time.Second
 	// discoveryWait bounds the wait, at start, for the first state of each
 	// instance found on the node before deciding whether to announce.
@@ -114,6 +118,13 @@ type rolling struct {
 	leaveBy  alarm
 	waitOver bool
 	left     bool
+	// lost is our announcement whose file someone deleted, until it is
+	// re-created at its path (samePath while create runs) or closed.
+	lost     *servingSocket
+	samePath bool
+	// superseded is our unasked announcement that the one being created
+	// replaces: unlinked by name once that one listens.
+	superseded *servingSocket
 }
 
 // peer is another instance of the driver, watched through its latest socket.
@@ -193,12 +204,17 @@ func (l *loop) view() modeView {
 		removedOnly: l.roll.removedOnly,
 		unasked:     map[string]bool{},
 		waitOver:    l.roll.waitOver,
+		holding:     l.sock.cur != nil || len(l.roll.previous) > 0,
 	}
 	withdrawn := func(inst string, st InstanceState) {
 		if st.Withdrawn != 0 {
 			v.unasked[csiplugin.RollingUpdateSocketName(l.driver.name, inst, st.Withdrawn)] = true
 		}
+		for _, name := range st.Removed {
+			v.unasked[name] = true
+		}
 	}
+	withdrawn(self.Instance, self)
 	for inst, st := range l.roll.gone {
 		withdrawn(inst, st)
 	}
@@ -257,6 +273,38 @@ func (l *loop) carryOut(v modeView, s step) {
 		l.retireAndLeave(v, s)
 	case stepUnregisterAndLeave:
 		l.unregisterAndLeave(s)
+	case stepRecreate:
+		l.recreateDeleted()
+	case stepLeave:
+		l.decision(decisionRetire, "left: the kubelet holds no socket of this instance", "why", s.reason)
+		if s.cleanup {
+			l.removeLeftovers()
+		}
+		l.rollEnd()
+	}
+}
+
+// recreateDeleted serves our deleted announcement again at its path with
+// its version, as the plain registrar does: the kubelet's operations on one
+// path run one at a time (its goroutinemap is keyed by the socket path, and
+// its reconciler unregisters the old registration before it registers the
+// new one), so the CSI handler's deregistration ends before the new
+// registration starts and cannot undo it. The deleted socket's listener and
+// lock go first; its handover streams end only once the new socket listens,
+// so the others find this instance at the same path (onPeerEvent) instead
+// of seeing it leave.
+func (l *loop) recreateDeleted() {
+	lost := l.roll.lost
+	l.roll.lost = nil
+	l.log.Warn("registration socket was deleted; re-creating it at its path", "outcome", "recreating")
+	if lost != nil {
+		lost.sock.Close() // its file is gone: nothing is unlinked
+	}
+	l.roll.samePath = true
+	l.create(reasonDeleted)
+	l.roll.samePath = false
+	if lost != nil {
+		lost.stop()
 	}
 }
 
@@ -368,8 +416,11 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 			l.roll.gone[inst] = p.st
 		}
 		for name, s := range l.scan() {
-			if s.instance == inst && s.version > p.version {
-				l.watchInstance(inst, filepath.Join(l.roll.dir, name), s.version)
+			// A later socket of it; or the same one re-created at its path
+			// after someone deleted it (it answers, unlike a dead one's).
+			path := filepath.Join(l.roll.dir, name)
+			if s.instance == inst && (s.version > p.version || s.version == p.version && !refused(path)) {
+				l.watchInstance(inst, path, s.version)
 				l.roll.peers[inst].st, l.roll.peers[inst].known = p.st, p.known
 				l.modeEvent(modeEvent{kind: evPeerMoved, other: inst})
 				return
@@ -383,7 +434,7 @@ func (l *loop) onPeerEvent(ev peerEvent) {
 		} else {
 			l.log.Info("another instance left", "other", inst, "lastState", p.st, "err", ev.err)
 		}
-		l.modeEvent(modeEvent{kind: evPeerGone, other: inst, known: p.known})
+		l.modeEvent(modeEvent{kind: evPeerGone, other: inst, known: p.known, st: p.st})
 		return
 	}
 	old := p.st
@@ -447,11 +498,24 @@ func (l *loop) nextAnnouncement() {
 		return
 	}
 	if l.sock.cur.unasked() {
-		l.withdrawUnasked(l.sock.cur, "superseded")
+		// Withdrawn once the next one listens (withdrawSuperseded): the
+		// others then find this instance's later socket when the stream of
+		// this one ends, instead of seeing it leave.
+		l.roll.superseded = l.sock.cur
 	} else {
 		l.roll.previous = append(l.roll.previous, l.sock.cur)
 	}
 	l.sock.cur = nil
+}
+
+// withdrawSuperseded withdraws the unasked announcement the new one
+// replaces, once the new one listens (or failed to).
+func (m *rolling) withdrawSuperseded() {
+	if m == nil || m.superseded == nil {
+		return
+	}
+	m.l.withdrawUnasked(m.superseded, "superseded")
+	m.superseded = nil
 }
 
 // withdrawUnasked unlinks by name an announcement socket the kubelet never
@@ -482,7 +546,12 @@ func (l *loop) rollNotify(registered bool, kubeletErr string) {
 	l.alarms.retryAt.stop()
 	l.await(awaitNothing, 0)
 	now := l.r.clock.Now().UnixMilli()
+	before, _ := l.roll.self.get()
 	self := l.roll.self.update(func(st *InstanceState) { st.Confirmed, st.ConfirmedAt, st.Failed = true, now, false })
+	if before.Confirmed {
+		// The same announcement registered again: the kubelet restarted.
+		l.removeDeadAfterKubeletRestart()
+	}
 	msg := "kubelet confirmed the announcement"
 	if self.Terminating {
 		msg = "kubelet confirmed the announcement of this instance, which is leaving"
@@ -523,6 +592,11 @@ func (l *loop) rollLeave() {
 	l.roll.self.update(func(st *InstanceState) { st.Terminating = true })
 	l.stopSessionAlarms()
 	l.roll.leaveBy.set(successorWait)
+	if l.sock.cur != nil && l.sock.cur.unasked() {
+		// The kubelet never asked it: it never will, and it can go by name.
+		l.withdrawUnasked(l.sock.cur, "leaving")
+		l.sock.cur = nil
+	}
 	l.drainPeerEvents()
 	l.modeEvent(modeEvent{kind: evLeave})
 }
@@ -536,6 +610,8 @@ func (l *loop) onSuccessorWaitOver() {
 
 // retireAndLeave leaves without unregistering: every socket is retired.
 func (l *loop) retireAndLeave(v modeView, s step) {
+	// Told before the sockets go: the successor need not announce again.
+	l.roll.self.update(func(st *InstanceState) { st.Successor = s.other })
 	if l.sock.cur != nil {
 		l.roll.previous = append(l.roll.previous, l.sock.cur)
 		l.sock.cur = nil

@@ -234,8 +234,9 @@ func returned(t *testing.T, run running, what string) error {
 }
 
 // A rollout: the new instance announces and is confirmed, the old one
-// stands by and leaves without a Remove of its socket; the new one takes the
-// registration back when the old one has left; the last one to leave
+// stands by and leaves without a Remove of its socket, naming the new one
+// as confirmed after it: the new one's announcement stands (no second
+// announcement, no second retired registration); the last one to leave
 // waits successorWait for another instance, then unregisters and leaves
 // nothing of the mode behind.
 func TestRollingUpdateHandover(t *testing.T) {
@@ -257,21 +258,16 @@ func TestRollingUpdateHandover(t *testing.T) {
 		t.Errorf("the old instance left its socket %s: %v", sockA, err)
 	}
 
-	// The survivor has the last word: a new announcement; once it is
-	// confirmed, the earlier one is retired.
-	sockB2 := announced(t, b, sockB)
+	// The old one named the survivor as its successor: the survivor's
+	// announcement stands (checked once it heard the old one leave, and
+	// again in its whole log once it returned).
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
-	if _, err := b.logs.Wait(ctx, func(s string) bool {
-		return strings.Contains(s, "decision=retire retired="+filepath.Base(sockB)+" ")
-	}); err != nil {
-		t.Errorf("the survivor did not retire its earlier socket %s once its new one was confirmed: %v", filepath.Base(sockB), err)
-	}
-	if _, err := os.Lstat(sockB); !os.IsNotExist(err) {
-		t.Errorf("the survivor's earlier socket %s is still there once retired: %v", sockB, err)
+	if _, err := b.logs.Wait(ctx, func(s string) bool { return strings.Contains(s, `msg="another instance left"`) }); err != nil {
+		t.Fatalf("the survivor did not see the old instance leave: %v", err)
 	}
 	events.sync(t, e.regDir)
-	for _, s := range []string{sockA, sockB} {
+	for _, s := range []string{sockA} {
 		if events.removed(filepath.Base(s)) {
 			t.Errorf("%s was removed by name: the kubelet would unregister the driver", filepath.Base(s))
 		}
@@ -283,8 +279,11 @@ func TestRollingUpdateHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	events.sync(t, e.regDir)
-	if !events.removed(filepath.Base(sockB2)) {
-		t.Errorf("the last instance did not remove %s by name: the kubelet would keep the driver registered", filepath.Base(sockB2))
+	if !events.removed(filepath.Base(sockB)) {
+		t.Errorf("the last instance did not remove %s by name: the kubelet would keep the driver registered", filepath.Base(sockB))
+	}
+	if strings.Contains(b.logs.String(), "decision=take-back") {
+		t.Errorf("the survivor announced again although the old instance named it as confirmed after it:\n%s", b.logs.String())
 	}
 	left, _ := os.ReadDir(e.regDir)
 	for _, f := range left {
@@ -586,7 +585,7 @@ func TestRollingUpdateErrorLeavesFirst(t *testing.T) {
 	sock := filepath.Join(filepath.Dir(e.driverSock), "pod-a.sock")
 	stop := serveNamedDriver(t, sock, &namedDriver{name: stubName})
 	a := startInstanceRegistrar(t, e, clk, "pod-a")
-	sockA := a.serving(t, "")
+	sockA := announced(t, a, "") // asked: an unasked one would go at once
 	stop()
 	serveNamedDriver(t, sock, &namedDriver{name: "two.example.com"})
 	// Leaving: the instance says so and waits for a successor. A look at
@@ -660,5 +659,45 @@ func TestRollingUpdateUnaskedAnnouncementGoesByName(t *testing.T) {
 		if _, err := os.Lstat(s); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", filepath.Base(s), err)
 		}
+	}
+}
+
+// Our announcement deleted by someone: served again at once at the same
+// path with the same version (no settle, no new announcement), as without
+// the mode; the kubelet's per-path ordering unregisters the deleted one
+// before it registers the new one. A peer standing by keeps standing by.
+func TestRollingUpdateOwnSocketDeletedRecreatedAtItsPath(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	a := startInstance(t, e, clk, "pod-a")
+	announced(t, a, "")
+	b := startInstance(t, e, clk, "pod-b")
+	sockB := announced(t, b, "")
+	awaitStatus(t, a.r, "the old instance standing by", stageIs(registrar.StageStandingBy))
+
+	if err := os.Remove(sockB); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	recreated := "reason=deleted outcome=serving path=" + sockB + " "
+	if _, err := b.logs.Wait(ctx, func(s string) bool { return strings.Contains(s, recreated) }); err != nil {
+		t.Fatalf("the instance did not serve its deleted announcement again at %s: %v", sockB, err)
+	}
+	if reg, err := registrartest.Register(t.Context(), sockB); err != nil || reg.Err != nil {
+		t.Fatal(err, reg)
+	}
+	awaitStatus(t, b.r, "the instance registered again", stageIs(registrar.StageRegistered))
+	if _, err := a.logs.Wait(ctx, func(s string) bool { return strings.Contains(s, `event="peer moved"`) }); err != nil {
+		t.Fatalf("the older instance did not follow the newer one to its re-created socket: %v", err)
+	}
+	if strings.Contains(b.logs.String(), "reason=take-back") {
+		t.Errorf("the instance made a new announcement instead of serving the deleted one again:\n%s", b.logs.String())
+	}
+	if st := a.r.Status().Stage; st != registrar.StageStandingBy {
+		t.Errorf("the older instance is at stage %v, want %v (the newer one moved, it did not leave)", st, registrar.StageStandingBy)
+	}
+	if strings.Contains(a.logs.String(), "decision=take-back") {
+		t.Errorf("the older instance took the registration back although the newer one only moved:\n%s", a.logs.String())
 	}
 }

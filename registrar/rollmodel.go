@@ -24,8 +24,8 @@ type modeView struct {
 	// discovering: at start, the first states of the instances found on
 	// the node are still awaited (discoveryWait).
 	discovering bool
-	// settling: the kubelet's deregistration after a Remove by name or a
-	// failed registration is awaited (kubeletSettle).
+	// settling: the kubelet's deregistration after a Remove by name of
+	// another socket is awaited (kubeletSettle).
 	settling bool
 	// retrying: a re-creation of the announcement is scheduled (a backoff).
 	retrying bool
@@ -45,6 +45,10 @@ type modeView struct {
 	successor      string
 	successorState InstanceState // as the live check answered
 	waitOver       bool
+	// holding: leaving, a socket of this instance that the kubelet asked
+	// is still served (current or previous; an unasked current one is
+	// withdrawn when the instance starts leaving).
+	holding bool
 }
 
 // peerState is another instance as its handover stream told it.
@@ -62,7 +66,7 @@ type modeEventKind int
 const (
 	evBegin             modeEventKind = iota // the driver answered: the mode starts (peers found are watched)
 	evPeerState                              // a peer told its state (other, old → st)
-	evPeerGone                               // a peer's stream ended (other; known: it had told a state)
+	evPeerGone                               // a peer's stream ended (other; known: it had told a state, st the last)
 	evPeerMoved                              // a peer's stream ended and a later socket of it is watched now
 	evSocketRemoved                          // another instance's announcement socket was unlinked by name
 	evPlainRemoved                           // the driver's socket of a registrar without the mode was unlinked
@@ -113,13 +117,15 @@ const (
 	stepWaitSuccessor                      // leaving: wait for an instance confirmed after this one
 	stepRetireAndLeave                     // leave without unregistering: retire every socket
 	stepUnregisterAndLeave                 // leave by unlinking: the kubelet unregisters the driver
+	stepRecreate                           // our socket was deleted: serve it again at its path, same version
+	stepLeave                              // leave: the kubelet asked no socket of this instance that is still served
 )
 
 var stepNames = map[stepKind]string{
 	stepNothing: "nothing", stepAnnounce: "announce", stepTakeBack: "take back", stepResume: "announce (resume)",
 	stepStandBy: "stand by", stepRegistered: "registered", stepWithdraw: "withdraw, retry after backoff",
 	stepWithdrawNoRetry: "withdraw, no retry", stepWait: "wait", stepWaitSuccessor: "wait for a successor",
-	stepRetireAndLeave: "retire all and leave", stepUnregisterAndLeave: "unregister and leave",
+	stepRetireAndLeave: "retire all and leave", stepRecreate: "re-create at the same path", stepLeave: "leave (nothing held)", stepUnregisterAndLeave: "unregister and leave",
 }
 
 func (k stepKind) String() string { return stepNames[k] }
@@ -178,17 +184,21 @@ func nextStep(v modeView, ev modeEvent) step {
 	before := s.takeBack
 	switch ev.kind {
 	case evPeerGone:
-		if ev.known {
+		if ev.known && leftHolding(ev.st, v.self) {
 			s.takeBack = "instance " + ev.other + " left"
 		}
 	case evPeerState:
 		switch old, st := ev.old, ev.st; {
 		case st.Failed && !old.Failed:
-			// The CSI handler unregistered the driver: let that pass first.
-			s.settle, s.takeBack = true, "instance "+ev.other+" failed"
-		case st.Terminating && !old.Terminating && st.NewerThan(v.self):
+			// The CSI handler unregistered the driver before the kubelet
+			// sent the peer its NotifyRegistrationStatus(false): that
+			// deregistration is over, no settle.
+			s.takeBack = "instance " + ev.other + " failed"
+		case st.Terminating && !old.Terminating && st.NewerThan(v.self) && st.ConfirmedAt > 0:
 			// It will leave; be confirmed after it, so that it can leave
-			// without unregistering the driver.
+			// without unregistering the driver. (Never confirmed: its
+			// announcement is withdrawn unasked as it leaves, or the
+			// kubelet's verdict on it comes later and is acted on then.)
 			s.takeBack = "newer instance " + ev.other + " is terminating"
 		case v.self.Version > 0 && st.ConfirmedAt != old.ConfirmedAt && mayBeConfirmedAfter(st, v.self) &&
 			(!st.NewerThan(v.self) || st.Terminating):
@@ -214,7 +224,16 @@ func nextStep(v modeView, ev modeEvent) step {
 	case evPlainRemoved:
 		s.settle, s.takeBack = true, "socket "+ev.other+" (a registrar without the rolling-update mode) was removed"
 	case evOwnRemoved:
-		s.settle, s.takeBack = true, "our socket "+ev.other+" was deleted"
+		// At the same path at once, as without the mode: the kubelet
+		// serializes its operations per path, so its deregistration of the
+		// deleted socket ends before it registers the new one.
+		s.takeBack = "our socket " + ev.other + " was deleted"
+		v.takeBack, v.removedOnly = s.takeBack, nil
+		d := decide(v)
+		if d.kind == stepTakeBack {
+			d.kind, d.takeBack = stepRecreate, ""
+		}
+		return d
 	case evRetryDue:
 		// A new socket, in the mode, is a new announcement.
 		s.takeBack = "retry after " + ev.detail
@@ -285,6 +304,10 @@ func decide(v modeView) step {
 		s.kind, s.reason = stepTakeBack, v.takeBack
 	case !v.socket:
 		s.kind, s.reason = stepAnnounce, "no announcement yet, and no newer instance"
+	case v.standingBy && v.self.Confirmed:
+		// No take-back is pending: no instance the kubelet confirmed after
+		// ours left holding the registration. Ours stands.
+		s.kind, s.reason = stepRegistered, "the newer instance left without the kubelet holding it; this instance's confirmed announcement stands"
 	case v.standingBy:
 		s.kind, s.reason = stepResume, "the newer instance left; waiting for the kubelet"
 	default:
@@ -298,6 +321,11 @@ func decide(v modeView) step {
 // wait for one while one may come (successorWait), else unregister.
 func leavingStep(v modeView) step {
 	switch {
+	case !v.holding:
+		// Nothing of this instance can be in the kubelet's actual state:
+		// leaving changes nothing for it.
+		return step{kind: stepLeave, cleanup: !othersLive(v),
+			reason: "the kubelet asked no socket of this instance that is still served"}
 	case v.successor != "":
 		return step{kind: stepRetireAndLeave, other: v.successor,
 			reason: "instance " + v.successor + " was confirmed by the kubelet after this one (checked live)"}
@@ -309,6 +337,21 @@ func leavingStep(v modeView) step {
 	}
 	return step{kind: stepUnregisterAndLeave, cleanup: !othersLive(v),
 		reason: "no instance was confirmed after this one"}
+}
+
+// leftHolding reports whether an instance that left (its last state o) may
+// have left the kubelet holding its endpoint: not when it named this
+// instance, confirmed now, as confirmed after it (it retired its sockets),
+// nor when the kubelet never confirmed it and its latest announcement was
+// withdrawn unasked. (A socket it unlinked by name is a removal of its own.)
+func leftHolding(o, self InstanceState) bool {
+	switch {
+	case o.Successor != "" && o.Successor == self.Instance && self.Confirmed && !o.Failed:
+		return false
+	case o.ConfirmedAt == 0 && o.Withdrawn != 0 && o.Withdrawn == o.Version:
+		return false
+	}
+	return true
 }
 
 // allUnasked reports whether every removal the pending take-back is for

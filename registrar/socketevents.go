@@ -49,6 +49,7 @@ func (l *loop) create(reason string) {
 	}
 	sock, err := sockfile.Listen(l.sock.path)
 	if err != nil {
+		l.roll.withdrawSuperseded()
 		kind, stage := listenFault(err)
 		d := l.scheduleRetry(string(kind))
 		l.log.Error("registration socket not created", "outcome", string(kind), "err", err, "retryIn", d)
@@ -60,6 +61,7 @@ func (l *loop) create(reason string) {
 		onNotify:  func(st *registerapi.RegistrationStatus) { l.r.metrics.addNotification(st.PluginRegistered) },
 	}
 	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout, l.r.clock)
+	l.roll.withdrawSuperseded()
 	// The directory may be a new one (it went missing): watch it again. For
 	// the same directory this only refreshes the watch.
 	if err := l.watcher.Add(filepath.Dir(l.sock.path)); err != nil {

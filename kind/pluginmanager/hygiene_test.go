@@ -1,5 +1,3 @@
-//go:build hygiene
-
 package pluginmanager
 
 // What the rolling-update mode leaves in the kubelet (issue 36, item 1):

@@ -430,3 +430,49 @@ func RemoveDead(path string) (bool, error) {
 	}
 	return true, nil
 }
+
+// RemoveDeadByName is RemoveDead with an unlink of the name itself, under the
+// same lock: the kubelet's plugin watcher sees the Remove and drops the path
+// from its desired state. Only for a socket that no running kubelet holds as
+// registered: on one it holds, the kubelet would unregister the plugin.
+func RemoveDeadByName(path string) (bool, error) {
+	path = filepath.Clean(path)
+	dir, name := filepath.Dir(path), filepath.Base(path)
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, missingDir(path, dir, err)
+	}
+	s := &Socket{path: path, dir: dir, name: name, dirfd: dirfd, pinfd: -1, lockfd: -1}
+	defer s.release()
+	if err := s.lock(); err != nil {
+		return false, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.dirfd, s.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return false, nil
+		}
+		return false, &ListenError{Path: s.path, Kind: KindOther, Err: err, Reason: "inspecting it failed", Fix: "see the system error"}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return false, notSocket(s.path, modeType(st.Mode))
+	}
+	found := csiplugin.FileIDOfStat(&st)
+	conn, err := net.DialTimeout("unix", s.path, staleDialTimeout)
+	if err == nil {
+		conn.Close()
+		return false, inUse(s.path, "another live process serves a socket there")
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false, &ListenError{Path: s.path, Kind: KindOther, Err: err,
+			Reason: "connecting to its socket neither succeeded nor was refused, so it is not known to be dead",
+			Fix:    "check which process serves it (ss -xlp)"}
+	}
+	if !s.is(s.name, found, unix.S_IFSOCK) {
+		return false, inUse(s.path, "another process replaced its dead socket while it was being removed")
+	}
+	if err := unix.Unlinkat(s.dirfd, s.name, 0); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return false, &ListenError{Path: s.path, Kind: KindOther, Err: err, Reason: "removing its dead socket failed", Fix: "see the system error"}
+	}
+	return true, nil
+}
