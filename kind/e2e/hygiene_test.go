@@ -16,7 +16,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -109,10 +108,13 @@ func TestRolloutHygiene(tt *testing.T) {
 	// The bounds within a window (a retired path the kubelet is still
 	// dialing may leave its desired state in the meantime); the last counts
 	// are reported either way.
-	_ = wait.PollUntilContextTimeout(ctx, time.Second, hygieneWindow, true, func(ctx context.Context) (bool, error) {
+	for deadline := time.Now().Add(hygieneWindow); ; {
 		actual, desiredOnly = kubeletPaths(t, ctx)
-		return len(actual) <= hygieneMaxActual && len(desiredOnly) == 0, nil
-	})
+		if len(actual) <= hygieneMaxActual && len(desiredOnly) == 0 || time.Now().After(deadline) {
+			break
+		}
+		sleepUntil(t, ctx, time.Now().Add(kubeletRound))
+	}
 	logf("hygiene: after %d rollouts: %d path(s) of %s in the kubelet's actual state (bound %d), %d in its desired state only (bound 0)",
 		hygieneRollouts, len(actual), cfg.Driver, hygieneMaxActual, len(desiredOnly))
 	if len(actual) > hygieneMaxActual {
