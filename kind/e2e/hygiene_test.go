@@ -80,7 +80,14 @@ func TestRolloutHygiene(tt *testing.T) {
 	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	actual, desiredOnly := kubeletPaths(t, ctx)
+	// CSINode outlives the restart: the live announcement's registration
+	// by the new kubelet is seen in its own metric.
+	var actual, desiredOnly []string
+	for deadline := time.Now().Add(time.Minute); len(actual) == 0; sleepUntil(t, ctx, time.Now().Add(kubeletRound)) {
+		if actual, desiredOnly = kubeletPaths(t, ctx); len(actual) == 0 && time.Now().After(deadline) {
+			t.Fatalf("the restarted kubelet has no path of %s in its actual state after a minute", cfg.Driver)
+		}
+	}
 	logf("hygiene: after a kubelet restart, before the rollouts: %d path(s) of %s in the kubelet's actual state, %d in its desired state only", len(actual), cfg.Driver, len(desiredOnly))
 
 	// 1. hygieneRollouts rollouts of manifests/, each to its end (the old
@@ -179,7 +186,12 @@ func TestRolloutHygiene(tt *testing.T) {
 // path of the driver is in the kubelet's desired state only; then, once a
 // dial started before then has logged, that the kubelet's log has at most
 // one dial failure per path of the driver since since, none after the
-// window. The counts are logged per path, those of dead listed first.
+// window. The kubelet dials only paths of its desired state, so a path out
+// of it at the window's end is never dialed again: with no line between
+// the window's end and then, none comes after it (the kubelet's backoff
+// can put a redial of a path still there minutes later: the desired-state
+// check catches those). The counts are logged per path, dead's included
+// when the log has none.
 func checkDeadPaths(t *recapT, ctx context.Context, node, what string, since time.Time, dead []string) {
 	t.Helper()
 	for _, p := range dead {
