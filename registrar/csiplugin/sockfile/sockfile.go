@@ -404,23 +404,34 @@ func (s *Socket) Retire() (retired bool) {
 	return s.removed
 }
 
+// lockedAt opens path's directory and takes path's lock file, for the
+// removals of a socket this process does not serve; the caller releases it.
+func lockedAt(path string) (*Socket, error) {
+	path = filepath.Clean(path)
+	dir, name := filepath.Dir(path), filepath.Base(path)
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, missingDir(path, dir, err)
+	}
+	s := &Socket{path: path, dir: dir, name: name, dirfd: dirfd, pinfd: -1, lockfd: -1}
+	if err := s.lock(); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
+}
+
 // RemoveDead removes the socket at path if it is dead (connecting is
 // refused), as Listen removes a stale socket: under its lock file, through a
 // hidden name, so the kubelet's plugin watcher sees no Remove of the name.
 // It reports whether a dead socket was removed; a live socket, or anything
 // that is not a socket, yields a *ListenError and is not touched.
 func RemoveDead(path string) (bool, error) {
-	path = filepath.Clean(path)
-	dir, name := filepath.Dir(path), filepath.Base(path)
-	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	s, err := lockedAt(path)
 	if err != nil {
-		return false, missingDir(path, dir, err)
-	}
-	s := &Socket{path: path, dir: dir, name: name, dirfd: dirfd, pinfd: -1, lockfd: -1}
-	defer s.release()
-	if err := s.lock(); err != nil {
 		return false, err
 	}
+	defer s.release()
 	var st unix.Stat_t
 	if errors.Is(unix.Fstatat(s.dirfd, s.name, &st, unix.AT_SYMLINK_NOFOLLOW), syscall.ENOENT) {
 		return false, nil
@@ -436,17 +447,11 @@ func RemoveDead(path string) (bool, error) {
 // from its desired state. Only for a socket that no running kubelet holds as
 // registered: on one it holds, the kubelet would unregister the plugin.
 func RemoveDeadByName(path string) (bool, error) {
-	path = filepath.Clean(path)
-	dir, name := filepath.Dir(path), filepath.Base(path)
-	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	s, err := lockedAt(path)
 	if err != nil {
-		return false, missingDir(path, dir, err)
-	}
-	s := &Socket{path: path, dir: dir, name: name, dirfd: dirfd, pinfd: -1, lockfd: -1}
-	defer s.release()
-	if err := s.lock(); err != nil {
 		return false, err
 	}
+	defer s.release()
 	var st unix.Stat_t
 	if err := unix.Fstatat(s.dirfd, s.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, syscall.ENOENT) {
