@@ -28,7 +28,7 @@ for arg in "$@"; do
   esac
 done
 command -v go >/dev/null || die "go is not installed"
-command -v patch >/dev/null || die "patch is not installed (Debian: apt-get install patch)"
+command -v patch >/dev/null || bash "$(dirname "${BASH_SOURCE[0]}")/install-deps.sh" patch >&2
 src="$LOCALNODE_CACHE/src"
 
 # patched_source: <cache>/src/kubernetes, a copy of the pinned k8s.io/kubernetes with the
