@@ -46,15 +46,7 @@ func TestRollingUpdateNewerDriverDies(tt *testing.T) {
 	t.Cleanup(func() { restoreBase(t) })
 	diagnoseOnFailure(t)
 
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	installMode(t, ctx)
 	recs := recordRegistration(t, ctx)
 	from := positions(recs)
 	before, err := cl.Pods(ctx)

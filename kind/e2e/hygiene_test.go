@@ -65,15 +65,7 @@ func TestRolloutHygiene(tt *testing.T) {
 	// The mode installed, then a kubelet restart: its plugin manager starts
 	// from what is on disk (the live announcement), whatever the tests
 	// before this one left in it.
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	installMode(t, ctx)
 	if err := cl.Provider.RestartKubelet(ctx, node); err != nil {
 		t.Fatal(err)
 	}

@@ -43,15 +43,7 @@ func TestRollingUpdate(tt *testing.T) {
 	diagnoseOnFailure(t)
 
 	// 1. The mode installed (the suite's deployment without it removed first).
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	installMode(t, ctx)
 	recs := recordRegistration(t, ctx)
 
 	// 2. With the mode: pods start throughout; a rollout undone midway, then
@@ -307,6 +299,21 @@ func awaitWorkloadGone(t testing.TB, ctx context.Context) {
 		t.Errorf("workload pods not removed: %v", err)
 	}
 	failedMounts(t, ctx)
+}
+
+// installMode replaces the suite's deployment (plainDir: without the mode)
+// by manifestsDir (the mode) and waits until it rolled out.
+func installMode(t testing.TB, ctx context.Context) {
+	t.Helper()
+	if err := cl.Delete(ctx, plainDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Apply(ctx, manifestsDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // restoreBase puts the suite's deployment back (plainDir: without the mode)
