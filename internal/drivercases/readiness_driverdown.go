@@ -14,16 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// CaseNewerDriverFails runs only when chosen (Options.Cases), not with
-// R1-R4 by default.
+// CaseNewerDriverFails is R5, the last of the readiness cases.
 const CaseNewerDriverFails = "R5_newer_driver_fails"
 
 // R5's settings.
 const (
 	// holdOldPodSeconds is the DaemonSet's minReadySeconds while R5 runs:
-	// the controller keeps the old pod beside the new one once the new one
-	// is Ready (its manage loop still deletes an old pod that is not Ready
-	// beside a new one, as a standing-by instance is).
+	// the controller deletes the old pod only once the new one has been
+	// Ready this long, and meanwhile only if the old one is not Ready (a
+	// standing-by csi-registrar whose driver answers Probe is Ready: it is
+	// the fallback). Restored as soon as the new instance is back.
 	holdOldPodSeconds = 300
 	// driverStableWindow is how long the restarted driver must be ready
 	// before the newer instance claims the registration again (docs/design.md,
@@ -35,15 +35,15 @@ const (
 )
 
 // R5. A newer driver that fails after its instance was confirmed: the
-// workload rolls with minReadySeconds raised (the old pod stays); once the
-// kubelet confirmed the new instance (its log registers the new pod's
-// endpoint) and the new pod is Ready, verify kills the new pod's driver
-// container through the node's runtime (as case 5). The kubelet must
-// register the old pod's endpoint again, once, without unregistering the
-// driver (no gap in the Node annotation or the CSINode entry); the new
-// instance must claim the registration again only after its restarted
-// driver has been ready for the stable window, once while the old pod runs.
-// minReadySeconds is restored at the end.
+// workload rolls with minReadySeconds raised (the old pod stays while it is
+// Ready); once the kubelet confirmed the new instance (its log registers
+// the new pod's endpoint) verify kills the new pod's driver container
+// through the node's runtime (as case 5). The kubelet must register the old
+// pod's endpoint again, once, without unregistering the driver (no gap in
+// the Node annotation or the CSINode entry); the new instance must claim
+// the registration again only after its restarted driver has been ready
+// for the stable window, once while the old pod stays. Once the new pod is
+// Ready again, minReadySeconds is restored and the old pod goes.
 func (s *suite) newerDriverFails(t *check) {
 	ctx, n, _ := s.begin(t)
 	d := s.d
@@ -76,17 +76,31 @@ func (s *suite) newerDriverFails(t *check) {
 		was[p.UID] = true
 	}
 	old := s.podOn(t, ctx, n)
-	oldSock := s.socketFor(old)
-	oldPodGoing := func(st record.State) bool {
+	seen := r5Seen{oldPod: old.Name, oldSock: s.socketFor(old)}
+	oldGoing := func(st record.State) bool {
 		p := st.Pod(string(old.UID))
 		return p == nil || p.DeletionTimestamp != nil
+	}
+	// oldGone: when the old pod's deletion was asked (zero: not yet).
+	oldGone := func() time.Time {
+		ev := podRec.All(0, func(st record.State) bool { return !oldGoing(st) })
+		if ev == nil {
+			return time.Time{}
+		}
+		if p := ev.State.Pod(string(old.UID)); p != nil {
+			at := p.DeletionTimestamp.Time
+			if g := p.DeletionGracePeriodSeconds; g != nil {
+				at = at.Add(-time.Duration(*g) * time.Second)
+			}
+			return at
+		}
+		return ev.At
 	}
 
 	tRoll := time.Now()
 	restoreMinReady := s.holdOldPods(t, ctx, ds.Spec.MinReadySeconds, "newer-driver-fails-"+tRoll.UTC().Format(time.RFC3339Nano))
 	// The kill comes as soon as the kubelet confirmed the new instance: the
-	// old instance stands by then (its /readyz 503), and the DaemonSet
-	// controller deletes an old pod that is not Ready beside a new one.
+	// earliest failure the old instance must cover.
 	_, ev := await(t, ctx, podRec, 0, podWait, "the new pod's driver running", func(st record.State) bool {
 		for _, p := range st.Pods() {
 			if p.Spec.NodeName == n && !was[p.UID] && p.DeletionTimestamp == nil && ContainerStatus(p, d.driver).State.Running != nil {
@@ -101,86 +115,126 @@ func (s *suite) newerDriverFails(t *check) {
 			nw = p
 		}
 	}
-	newSock := s.socketFor(nw)
-	confirmed := s.awaitRegisterAt(t, ctx, n, newSock, tRoll, "the kubelet registering the new pod's endpoint (the new instance confirmed)")
+	seen.newPod, seen.newSock = nw.Name, s.socketFor(nw)
+	confirmed := s.awaitRegisterAt(t, ctx, n, seen.newSock, tRoll, "the kubelet registering the new pod's endpoint (the new instance confirmed)")
 	t.measure("template change -> the kubelet registers the new pod's endpoint", confirmed.Sub(tRoll))
 	driver := ContainerStatus(nw, d.driver)
 	t.Logf("the kubelet confirmed the new pod %s's instance beside the old pod %s: killing its driver container %s", nw.Name, old.Name, d.driver)
 
-	t0 := time.Now()
+	seen.kill = time.Now()
 	if err := s.cl.Node.KillContainer(ctx, n, ContainerID(driver)); err != nil {
 		t.notJudged("verify could not kill the new pod's driver container %s through the node's runtime: %v", d.driver, err)
 	}
-	backOld, ok := s.registerAfter(ctx, n, oldSock, t0, takeBackWait)
-	if !ok {
-		if podRec.All(0, oldPodGoing) != nil {
-			t.notJudged("the old pod %s was deleted (the DaemonSet controller) before the kubelet registered its endpoint again: no older instance stood by to take the registration back. See %s", old.Name, ReadinessDoc)
-		}
-		t.Errorf("after the new pod %s's driver was killed, the kubelet did not register the old pod %s's endpoint %s again within %s: the kubelet keeps sending every CSI call to a dead driver while the old pod's driver could serve them, and mounts on the node fail until the new driver is back. The older instance takes the registration back when the newer driver stops answering the CSI Probe call: run csi-registrar with --rolling-update in both pods, and let Probe fail (or answer ready=false) when the driver cannot serve. See %s",
-			nw.Name, old.Name, oldSock, takeBackWait, ReadinessDoc)
-		s.unregisteredSince(t, n, nodeRec, cnRec, t0)
-		restoreMinReady()
-		return
+	seen.backOld, _ = s.registerAfter(ctx, n, seen.oldSock, seen.kill, takeBackWait)
+	if !seen.backOld.IsZero() {
+		t.measure("newer driver killed -> the kubelet registers the old pod's endpoint again", seen.backOld.Sub(seen.kill))
+		_, ev = await(t, ctx, podRec, 0, podWait, "the new pod's driver restarted", func(st record.State) bool {
+			p := st.Pod(string(nw.UID))
+			return p != nil && ContainerStatus(p, d.driver).RestartCount > driver.RestartCount && ContainerStatus(p, d.driver).State.Running != nil
+		})
+		seen.started = ContainerStatus(ev.State.Pod(string(nw.UID)), d.driver).State.Running.StartedAt.Time
+		seen.backNew, _ = s.registerAfter(ctx, n, seen.newSock, seen.backOld, takeBackWait)
 	}
-	t.measure("newer driver killed -> the kubelet registers the old pod's endpoint again", backOld.Sub(t0))
-
-	_, ev = await(t, ctx, podRec, 0, podWait, "the new pod's driver restarted", func(st record.State) bool {
-		p := st.Pod(string(nw.UID))
-		return p != nil && ContainerStatus(p, d.driver).RestartCount > driver.RestartCount && ContainerStatus(p, d.driver).State.Running != nil
-	})
-	started := ContainerStatus(ev.State.Pod(string(nw.UID)), d.driver).State.Running.StartedAt.Time
-	backNew, newOK := s.registerAfter(ctx, n, newSock, backOld, takeBackWait)
-
-	// The old pod goes once it stands by again (or, not Ready beside the
-	// new one, earlier); the new instance then announces once more, as the
-	// survivor: count up to the old pod's deletion.
-	_, ev = await(t, ctx, podRec, 0, rolloutWait, "the old pod deleted", oldPodGoing)
-	gone := ev.At
-	if p := ev.State.Pod(string(old.UID)); p != nil {
-		gone = p.DeletionTimestamp.Time
-		if g := p.DeletionGracePeriodSeconds; g != nil {
-			gone = gone.Add(-time.Duration(*g) * time.Second)
-		}
+	if !seen.backNew.IsZero() {
+		t.measure("newer driver restarted -> the kubelet registers the new pod's endpoint again", seen.backNew.Sub(seen.started))
+		// The old pod stays (it is Ready, standing by as the fallback)
+		// until the new one is available: Ready, then minReadySeconds
+		// restored. Registrations until its deletion count as "while the
+		// old pod stays".
+		await(t, ctx, podRec, 0, podWait, "the new pod Ready again", func(st record.State) bool {
+			p := st.Pod(string(nw.UID))
+			return p != nil && PodReady(p)
+		})
 	}
-	windowUnjudged := newOK && !gone.After(backNew)
-	switch {
-	case windowUnjudged:
-		t.addNote(fmt.Sprintf("the stable window is not judged: the DaemonSet controller deleted the old pod %.1f s after its instance took the registration back, before the new instance claimed it again (an instance claims at once when the other one leaves)", gone.Sub(backOld).Seconds()))
-		t.Logf("the old pod %s was deleted at +%.1f s, before the new instance claimed the registration again at +%.1f s: the stable window is not judged", old.Name, gone.Sub(t0).Seconds(), backNew.Sub(t0).Seconds())
-	case !newOK:
-		t.Errorf("the new pod %s's driver restarted at %s, yet the kubelet did not register the new pod's endpoint %s again within %s: the newer instance claims the registration again once its driver has answered the CSI Probe call ready for %s in a row; a driver whose Probe fails or says not ready while it serves keeps the older instance serving until the old pod goes. See %s",
-			nw.Name, started.Format(time.RFC3339), newSock, takeBackWait, driverStableWindow, ReadinessDoc)
-	case backNew.Sub(started) < driverStableWindow-time.Second:
-		t.Errorf("the kubelet registered the new pod's endpoint again %.1f s after its driver restarted, before the stable window (%s): the registration may swing back and forth while the driver crash-loops. See %s",
-			backNew.Sub(started).Seconds(), driverStableWindow, ReadinessDoc)
-	default:
-		t.measure("newer driver restarted -> the kubelet registers the new pod's endpoint again", backNew.Sub(started))
+	restoreMinReady()
+	seen.restored = time.Now()
+	if oldGone().IsZero() {
+		await(t, ctx, podRec, 0, rolloutWait, "the old pod deleted", oldGoing)
 	}
+	seen.oldGone = oldGone()
+	t.Logf("the old pod %s was deleted at %+.1f s after the kill", old.Name, seen.oldGone.Sub(seen.kill).Seconds())
 	if log, err := s.cl.Node.KubeletLog(ctx, n, 20000); err != nil {
 		t.couldNotCheck("the kubelet's log on %s: %v", n, err)
 	} else {
-		if newOK && !windowUnjudged {
-			if c := registersBetween(log, d.name, newSock, backOld, gone); c != 1 {
-				t.Errorf("the kubelet registered the new pod's endpoint %d times after the old pod's took it back and before the old pod went, want once: the registration swung back and forth. See %s", c, ReadinessDoc)
-			}
+		seen.count(log, d.name)
+		if seen.backOld.IsZero() && s.socketThief {
+			t.notJudged("the kubelet did not register the old pod %s's endpoint again after the new pod's driver was killed, and R3 saw the new instance remove the old one's socket: the old instance's driver could not be asked, so whether it would have taken the registration back cannot be told. Fix R3 first. See %s", old.Name, ReadinessDoc)
 		}
-		if c := registersBetween(log, d.name, oldSock, t0, time.Now()); c != 1 {
-			t.Errorf("the kubelet registered the old pod's endpoint %d times after the kill, want once. See %s", c, ReadinessDoc)
-		}
-		for _, line := range strings.Split(log, "\n") {
-			if at, ok := kubeletlog.Time(line, t0); ok && !at.Before(t0) && strings.Contains(line, "DeRegisterPlugin request for plugin "+d.name) {
-				t.Errorf("the kubelet unregistered the driver on %s after the newer driver was killed: %s", n, strings.TrimSpace(line))
-			}
+		for _, f := range judgeNewerDriverFails(seen) {
+			t.Errorf("%s. See %s", f, ReadinessDoc)
 		}
 	}
-	restoreMinReady()
 	if _, err := s.awaitRolledOut(ctx, was, rolloutWait); err != nil {
 		t.Fatal(err)
 	}
-	s.unregisteredSince(t, n, nodeRec, cnRec, t0)
-	if windowUnjudged {
-		t.verdict = VerdictNotJudged
+	s.unregisteredSince(t, n, nodeRec, cnRec, seen.kill)
+}
+
+// r5Seen is what R5 saw, from the kill of the new pod's driver on (times
+// from the kubelet's log and the recorded pods).
+type r5Seen struct {
+	oldPod, newPod   string
+	oldSock, newSock string    // the endpoints, as the kubelet's log ends its lines
+	kill             time.Time // the new pod's driver container killed
+	backOld          time.Time // the kubelet registered the old pod's endpoint again (zero: not within takeBackWait)
+	started          time.Time // the new pod's driver container ran again
+	backNew          time.Time // the kubelet registered the new pod's endpoint again (zero: not within takeBackWait)
+	restored         time.Time // minReadySeconds restored: the controller may delete the old pod from then on
+	oldGone          time.Time // the old pod's deletion was asked
+	oldRegisters     int       // the old pod's endpoint registered after the kill and before oldGone
+	newRegisters     int       // the new pod's endpoint registered after backOld and before oldGone
+	deregistered     []string  // the kubelet's DeRegisterPlugin lines for the driver after the kill
+}
+
+// count fills the counts of s from the kubelet's log.
+func (s *r5Seen) count(log, driver string) {
+	s.oldRegisters = registersBetween(log, driver, s.oldSock, s.kill, s.oldGone)
+	if !s.backOld.IsZero() {
+		s.newRegisters = registersBetween(log, driver, s.newSock, s.backOld, s.oldGone)
 	}
+	s.deregistered = nil
+	for _, line := range strings.Split(log, "\n") {
+		if at, ok := kubeletlog.Time(line, s.kill); ok && !at.Before(s.kill) && strings.Contains(line, "DeRegisterPlugin request for plugin "+driver) {
+			s.deregistered = append(s.deregistered, strings.TrimSpace(line))
+		}
+	}
+}
+
+// judgeNewerDriverFails returns R5's findings on what it saw, each with its
+// cause and fix (none: pass).
+func judgeNewerDriverFails(s r5Seen) []string {
+	var f []string
+	for _, line := range s.deregistered {
+		f = append(f, "the kubelet unregistered the driver after the newer driver was killed: "+line)
+	}
+	// Deleted while minReadySeconds held it: the old pod was not Ready
+	// beside the new one (the controller keeps it only while it is Ready).
+	early := s.oldGone.Before(s.restored)
+	switch {
+	case s.backOld.IsZero() && early:
+		return append(f, fmt.Sprintf("the DaemonSet controller deleted the old pod %s %+.1f s after the new pod %s's driver was killed, before the kubelet registered the old pod's endpoint %s again: the old pod was not Ready beside the new one (the controller keeps an old pod beside a new one only while it is Ready), so no older instance was left to take the registration back. A standing-by registrar whose driver answers Probe must stay Ready (csi-registrar's /readyz answers 200 \"standing by (ready to take the registration back)\")",
+			s.oldPod, s.oldGone.Sub(s.kill).Seconds(), s.newPod, s.oldSock))
+	case s.backOld.IsZero():
+		return append(f, fmt.Sprintf("after the new pod %s's driver was killed, the kubelet did not register the old pod %s's endpoint %s again within %s: the kubelet keeps sending every CSI call to a dead driver while the old pod's driver could serve them, and mounts on the node fail until the new driver is back. The older instance takes the registration back when the newer driver stops answering the CSI Probe call: run csi-registrar with --rolling-update in both pods, and let Probe fail (or answer ready=false) when the driver cannot serve",
+			s.newPod, s.oldPod, s.oldSock, takeBackWait))
+	}
+	if s.oldRegisters != 1 {
+		f = append(f, fmt.Sprintf("the kubelet registered the old pod's endpoint %d times after the kill and before the old pod went, want once: the registration swung back and forth", s.oldRegisters))
+	}
+	switch {
+	case early && (s.backNew.IsZero() || s.oldGone.Before(s.backNew)):
+		f = append(f, fmt.Sprintf("the DaemonSet controller deleted the old pod %s %+.1f s after the kill, while its instance held the registration and before the new instance claimed it again: the old pod was not Ready while it held the registration (its readiness must follow the registration and the driver's Probe)",
+			s.oldPod, s.oldGone.Sub(s.kill).Seconds()))
+	case s.backNew.IsZero():
+		f = append(f, fmt.Sprintf("the new pod %s's driver restarted at %s, yet the kubelet did not register the new pod's endpoint %s again within %s: the newer instance claims the registration again once its driver has answered the CSI Probe call ready for %s in a row; a driver whose Probe fails or says not ready while it serves keeps the older instance serving until the old pod goes",
+			s.newPod, s.started.UTC().Format(time.RFC3339), s.newSock, takeBackWait, driverStableWindow))
+	case s.backNew.Sub(s.started) < driverStableWindow-time.Second:
+		f = append(f, fmt.Sprintf("the kubelet registered the new pod's endpoint again %.1f s after its driver restarted, before the stable window (%s): the registration may swing back and forth while the driver crash-loops",
+			s.backNew.Sub(s.started).Seconds(), driverStableWindow))
+	case s.newRegisters != 1:
+		f = append(f, fmt.Sprintf("the kubelet registered the new pod's endpoint %d times after the old pod's took it back and before the old pod went, want once: the registration swung back and forth", s.newRegisters))
+	}
+	return f
 }
 
 // unregisteredSince fails the case if the driver was not registered on

@@ -16,7 +16,7 @@ func ReadinessText(runs []Result) string {
 	var b strings.Builder
 	for _, r := range runs {
 		for _, c := range r.Cases {
-			if !slices.Contains(ReadinessCases(), c.Case) && c.Case != CaseNewerDriverFails {
+			if !slices.Contains(ReadinessCases(), c.Case) {
 				continue
 			}
 			if b.Len() == 0 {

@@ -32,12 +32,11 @@ const (
 )
 
 // Cases returns the names of the cases that Options.Cases may choose:
-// 2-6, 8 which runs only when chosen, the mode-readiness cases R1-R4
-// (ReadinessCases), which run unchosen on manifests with the mode, and R5,
-// which runs only when chosen. Case 1 (the installation) and
+// 2-6, 8 which runs only when chosen, and the mode-readiness cases R1-R5
+// (ReadinessCases), which run unchosen on manifests with the mode. Case 1 (the installation) and
 // case 7 (the uninstallation) always run.
 func Cases() []string {
-	return append([]string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}, append(ReadinessCases(), CaseNewerDriverFails)...)
+	return append([]string{CasePodDeleted, CaseKubeletRestart, CaseSocketRemoved, CaseDriverKilled, CaseRollout, CaseRolloutsWithFaults}, ReadinessCases()...)
 }
 
 // CheckCases returns a *csiplugin.ValidationError naming the first name
@@ -46,18 +45,15 @@ func CheckCases(names []string) error {
 	for _, n := range names {
 		if !slices.Contains(Cases(), n) {
 			return &csiplugin.ValidationError{What: "case", Value: n, Rule: "is not a case that can be chosen",
-				Fix: "choose one of " + strings.Join(Cases(), ", ") + " (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode; 8_rollouts_with_faults and R5 only when chosen)"}
+				Fix: "choose one of " + strings.Join(Cases(), ", ") + " (1_deployed and 7_uninstalled always run; R1-R5 run unchosen when the manifests turn on the rolling-update mode)"}
 		}
 	}
 	return nil
 }
 
 // chosen reports whether the case runs: every case 2-6 when none is chosen,
-// cases 8 and R5 only when chosen.
+// case 8 only when chosen.
 func (s *suite) chosen(name string) bool {
-	if name == CaseNewerDriverFails {
-		return slices.Contains(s.opt.Cases, name)
-	}
 	if slices.Contains(ReadinessCases(), name) {
 		return s.readinessChosen(name)
 	}
