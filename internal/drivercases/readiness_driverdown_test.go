@@ -31,7 +31,7 @@ func TestJudgeNewerDriverFails(t *testing.T) {
 	kill := time.Date(2026, 11, 27, 2, 30, 0, 0, time.UTC)
 	sec := func(s float64) time.Time { return kill.Add(time.Duration(s * float64(time.Second))) }
 	good := r5Seen{oldPod: "old", newPod: "new", oldSock: "old.sock", newSock: "new.sock", kill: kill,
-		backOld: sec(3.2), started: sec(4), backNew: sec(15.5), restored: sec(20), oldGone: sec(21),
+		backOld: sec(3.2), started: sec(4), backNew: sec(15.5), oldGone: sec(21),
 		oldRegisters: 1, newRegisters: 1}
 	if f := judgeNewerDriverFails(good); len(f) != 0 {
 		t.Errorf("the reference driver's run: %q, want no finding", f)
@@ -44,11 +44,11 @@ func TestJudgeNewerDriverFails(t *testing.T) {
 		{"no take-back", func(s *r5Seen) { s.backOld, s.backNew, s.oldRegisters, s.newRegisters = time.Time{}, time.Time{}, 0, 0 },
 			"did not register the old pod old's endpoint old.sock again"},
 		{"the old pod deleted while standing by (not Ready)", func(s *r5Seen) {
-			s.backOld, s.backNew, s.oldGone, s.oldRegisters, s.newRegisters = time.Time{}, time.Time{}, sec(1), 0, 0
+			s.backOld, s.backNew, s.oldGone, s.early, s.oldRegisters, s.newRegisters = time.Time{}, time.Time{}, sec(1), true, 0, 0
 		}, "the old pod was not Ready beside the new one"},
-		{"the old pod deleted while it held the registration", func(s *r5Seen) { s.oldGone, s.backNew, s.newRegisters = sec(8), time.Time{}, 0 },
+		{"the old pod deleted while it held the registration", func(s *r5Seen) { s.oldGone, s.early, s.backNew, s.newRegisters = sec(8), true, time.Time{}, 0 },
 			"the old pod was not Ready while it held the registration"},
-		{"the new instance never back", func(s *r5Seen) { s.backNew, s.newRegisters = time.Time{}, 0 },
+		{"the new instance never back (the old pod deleted once restored)", func(s *r5Seen) { s.backNew, s.newRegisters = time.Time{}, 0 },
 			"did not register the new pod's endpoint new.sock again"},
 		{"the new instance back before the stable window", func(s *r5Seen) { s.backNew = sec(6) },
 			"2.0 s after its driver restarted, before the stable window"},
