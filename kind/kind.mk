@@ -110,9 +110,9 @@ e2e-driver: e2e-driver-args e2e-driver-build ## registration cases on your drive
 NOTREADY_DIR     = manifests/examples/notready
 NOTREADY_DRIVERS = $(NOTREADY_DIR)/hostport,$(NOTREADY_DIR)/memvolumes,$(NOTREADY_DIR)/loadatstart,$(NOTREADY_DIR)/stopatterm,$(NOTREADY_DIR)/removesockets
 .PHONY: e2e-notready
-e2e-notready: notready-image ## readiness cases R1-R4 on the non-compliant examples: each fails with its own cause (manifests/examples/notready/expect.txt)
+e2e-notready: notready-image ## readiness cases R1-R5 on the non-compliant examples: each fails with its own cause (manifests/examples/notready/expect.txt)
 	@$(MAKE) --no-print-directory e2e-driver DRIVER=$(NOTREADY_DRIVERS) DRIVER_IMAGES=$(NOTREADY_IMAGE_TAR) \
-	  VERIFY_ARGS='--case R1_mode_manifests --case R2_volumes_across_instances --case R3_own_csi_socket --case R4_serves_after_sigterm --expect $(CURDIR)/$(NOTREADY_DIR)/expect.txt --remove-left $(VERIFY_ARGS)'
+	  VERIFY_ARGS='--case R1_mode_manifests --case R2_volumes_across_instances --case R3_own_csi_socket --case R4_serves_after_sigterm --case R5_newer_driver_fails --expect $(CURDIR)/$(NOTREADY_DIR)/expect.txt --remove-left $(VERIFY_ARGS)'
 
 # What `make new-driver` writes, proven as written (kind/e2e-new-driver.sh): two projects
 # (NEW_DRIVER_MODULE, default example.com/acme-csi, NEW_DRIVER_NAME acme.csi.example.com;

@@ -163,6 +163,20 @@ func TestChartRendersTheKustomization(t *testing.T) {
 	diffObjects(t, "kubectl kustomize manifests/", want, "helm template "+releaseName+" manifests/chart", helmTemplate(t, nil))
 }
 
+// rollingUpdate.minReadySeconds sets the DaemonSet's minReadySeconds (the
+// old pod's fallback window in the mode) and nothing else; 0 renders none.
+func TestChartMinReadySeconds(t *testing.T) {
+	_, _, dss := typed(t, helmTemplate(t, nil))
+	if got := dss[0].Spec.MinReadySeconds; got != 0 {
+		t.Errorf("default minReadySeconds = %d, want 0", got)
+	}
+	set := map[string]any{"rollingUpdate": map[string]any{"minReadySeconds": 30}}
+	_, _, dss = typed(t, helmTemplate(t, set))
+	if got := dss[0].Spec.MinReadySeconds; got != 30 {
+		t.Errorf("--set rollingUpdate.minReadySeconds=30: minReadySeconds = %d, want 30", got)
+	}
+}
+
 // kubeletRoots are the non-default kubelet roots with an overlay.
 var kubeletRoots = map[string]string{
 	"k0s":      "/var/lib/k0s/kubelet",

@@ -81,12 +81,14 @@ func (r *Registrar) serveHealthz(w http.ResponseWriter, req *http.Request) {
 // the stage.
 func (r *Registrar) serveReadyz(w http.ResponseWriter, req *http.Request) {
 	st := r.Status()
-	if st.Stage != StageRegistered {
+	// Ready: registered, or standing by as a usable fallback (Status.Fallback),
+	// and the driver answers Probe now.
+	if st.Stage != StageRegistered && !(st.Stage == StageStandingBy && st.Fallback) {
 		http.Error(w, st.String(), http.StatusServiceUnavailable)
 		return
 	}
 	if err := r.driver.Probe(req.Context()); err != nil {
-		http.Error(w, "registered, but the driver does not answer Probe: "+err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, st.Stage.String()+", but the driver does not answer Probe: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, st.String())

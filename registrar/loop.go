@@ -321,6 +321,9 @@ func (l *loop) publish(stage Stage, detail string) {
 			st.Since = now
 		}
 		st.Stage, st.Detail = stage, detail
+		if stage != StageStandingBy {
+			st.Fallback = false
+		}
 	})
 	l.stage = stage
 }

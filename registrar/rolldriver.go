@@ -131,3 +131,22 @@ func (l *loop) onDriverStable() {
 	l.log.Info("the driver has been ready for the stable window", "stableWindow", driverStableWindow)
 	l.modeEvent(modeEvent{kind: evDriverStable})
 }
+
+// publishFallback publishes Status.Fallback (isFallback) when it changed.
+func (l *loop) publishFallback() {
+	self, _ := l.roll.self.get()
+	fb := isFallback(l.stage, self, l.roll.driverUnready())
+	if l.r.status.get().Fallback != fb {
+		l.r.status.update(func(st *Status) { st.Fallback = fb })
+	}
+}
+
+// isFallback reports whether an instance at stage is a usable fallback
+// (Status.Fallback): standing by, with an announcement the kubelet
+// confirmed, not terminating, and its driver ready (not down, not
+// recovering): it takes the registration back at once if the newer
+// instance's driver stops answering, so its pod stays Ready (/readyz) and
+// the DaemonSet keeps it beside the new one.
+func isFallback(stage Stage, self InstanceState, driverUnready bool) bool {
+	return stage == StageStandingBy && self.Confirmed && !self.Terminating && !driverUnready
+}

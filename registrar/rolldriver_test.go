@@ -3,6 +3,7 @@ package registrar_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,26 @@ func serveKillable(t *testing.T, path string, d *namedDriver) (kill func()) {
 	}
 	t.Cleanup(func() { kill(); os.Remove(path) })
 	return kill
+}
+
+// readyFallback checks /readyz of an instance standing by: 200 saying it
+// is ready to take the registration back when want (it is a fallback:
+// confirmed, its driver ready), else 503 saying it stands by.
+func readyFallback(t *testing.T, in instance, want bool) {
+	t.Helper()
+	const fallback = "standing by (ready to take the registration back)"
+	if want {
+		awaitStatus(t, in.r, "the instance standing by as a fallback", func(st registrar.Status) bool {
+			return st.Stage == registrar.StageStandingBy && st.Fallback
+		})
+	}
+	code, body := get(in.r, "/readyz")
+	switch {
+	case want && (code != http.StatusOK || !strings.HasPrefix(body, fallback)):
+		t.Errorf("/readyz of the instance standing by, its driver ready = %d %q, want 200 %q", code, body, fallback)
+	case !want && (code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "standing by: ")):
+		t.Errorf("/readyz of the instance standing by, its driver not ready for the stable window = %d %q, want 503 \"standing by: ...\"", code, body)
+	}
 }
 
 // waitLog waits until the instance's log contains s.
@@ -92,6 +113,9 @@ func TestRollingUpdateNewerDriverFailsAfterConfirmation(t *testing.T) {
 	b := startInstanceRegistrar(t, e, clk, "pod-b")
 	sockB := announced(t, b, "")
 	awaitStatus(t, a.r, "the old instance standing by", stageIs(registrar.StageStandingBy))
+	// Its driver ready, the older instance is a usable fallback: Ready, so
+	// that the DaemonSet keeps its pod beside the new one.
+	readyFallback(t, a, true)
 
 	// The newer driver dies; its socket stays. One Probe period later the
 	// newer instance knows (its Probe fails within Options.Timeout, real
@@ -110,6 +134,7 @@ func TestRollingUpdateNewerDriverFailsAfterConfirmation(t *testing.T) {
 	// The newer one no longer holds it: /readyz says so until it claims it again.
 	awaitStatus(t, b.r, "the newer instance standing by behind the older one", stageIs(registrar.StageStandingBy))
 	waitLog(t, b, "decision=driver-down", "the newer instance")
+	readyFallback(t, b, false)
 
 	// The driver comes back (a restarted container: a new socket at the
 	// path). The newer instance does not claim the registration before the
@@ -124,10 +149,12 @@ func TestRollingUpdateNewerDriverFailsAfterConfirmation(t *testing.T) {
 	if got := b.r.Status().SocketPath; got != sockB {
 		t.Errorf("the newer instance announced %s before its driver was ready for the stable window", got)
 	}
+	readyFallback(t, b, false) // recovering: not Ready before the window
 	clk.Advance(registrar.DriverStableWindow)
 	sockB2 := announced(t, b, sockB)
 	knows(t, a, sockB2)
 	awaitStatus(t, a.r, "the old instance standing by again", stageIs(registrar.StageStandingBy))
+	readyFallback(t, a, true)
 
 	// Once: a few more Probe periods change nothing.
 	for range 3 {

@@ -256,6 +256,7 @@ func (l *loop) modeEvent(ev modeEvent) {
 		return
 	}
 	l.keepProbing()
+	l.publishFallback()
 }
 
 // carryOut does what nextStep decided.

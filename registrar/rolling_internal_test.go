@@ -37,3 +37,29 @@ func TestReadBootTime(t *testing.T) {
 		t.Errorf("boot time %s: want a time before now (%s) and after 2000", boot, now)
 	}
 }
+
+// Only a standing-by instance the kubelet confirmed, not leaving, whose
+// driver is ready is a fallback (/readyz 200): one whose driver is down or
+// recovering, or that was never confirmed, could not take the registration
+// back at once, and one registered is ready by its own rule.
+func TestIsFallback(t *testing.T) {
+	confirmed := InstanceState{Confirmed: true}
+	for _, c := range []struct {
+		what    string
+		stage   Stage
+		self    InstanceState
+		unready bool
+		want    bool
+	}{
+		{"standing by, confirmed, driver ready", StageStandingBy, confirmed, false, true},
+		{"standing by, driver down or recovering", StageStandingBy, confirmed, true, false},
+		{"standing by, never confirmed", StageStandingBy, InstanceState{}, false, false},
+		{"standing by, terminating", StageStandingBy, InstanceState{Confirmed: true, Terminating: true}, false, false},
+		{"registered", StageRegistered, confirmed, false, false},
+		{"waiting for the kubelet", StageWaitingForKubelet, confirmed, false, false},
+	} {
+		if got := isFallback(c.stage, c.self, c.unready); got != c.want {
+			t.Errorf("%s: isFallback = %v, want %v", c.what, got, c.want)
+		}
+	}
+}

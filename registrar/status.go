@@ -118,14 +118,27 @@ type Status struct {
 	// KubeletRetry is what the registrar inferred about the kubelet's own
 	// retries; it decides whether a rejection re-creates the socket.
 	KubeletRetry KubeletRetry
+	// Fallback, at StageStandingBy only (rolling-update mode): the kubelet
+	// confirmed this instance's latest announcement, the instance is not
+	// terminating and its driver has answered Probe ready (for the stable
+	// window, after a stop), so it takes the registration back at once if
+	// the newer instance's driver stops answering. /readyz answers 200 then
+	// while the driver answers Probe: the DaemonSet controller keeps the
+	// old pod beside the new one only while it is Ready.
+	Fallback bool
 }
 
-// String is the one-line form /readyz prints, e.g. "kubelet rejected: <error>".
+// String is the one-line form /readyz prints, e.g. "kubelet rejected: <error>",
+// "standing by (ready to take the registration back): <why>".
 func (s Status) String() string {
-	if s.Detail == "" {
-		return s.Stage.String()
+	stage := s.Stage.String()
+	if s.Stage == StageStandingBy && s.Fallback {
+		stage += " (ready to take the registration back)"
 	}
-	return s.Stage.String() + ": " + s.Detail
+	if s.Detail == "" {
+		return stage
+	}
+	return stage + ": " + s.Detail
 }
 
 // statusBox holds the current Status for readers on other goroutines.

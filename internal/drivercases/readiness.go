@@ -28,7 +28,7 @@ const (
 
 // ReadinessCases are the mode-readiness cases, in the order they run.
 func ReadinessCases() []string {
-	return []string{CaseModeManifests, CaseVolumesAcross, CaseOwnSocket, CaseServesAfterTerm}
+	return []string{CaseModeManifests, CaseVolumesAcross, CaseOwnSocket, CaseServesAfterTerm, CaseNewerDriverFails}
 }
 
 // Readiness settings.

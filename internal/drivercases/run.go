@@ -32,7 +32,7 @@ const (
 )
 
 // Cases returns the names of the cases that Options.Cases may choose:
-// 2-6, 8 which runs only when chosen, and the mode-readiness cases R1-R4
+// 2-6, 8 which runs only when chosen, and the mode-readiness cases R1-R5
 // (ReadinessCases), which run unchosen on manifests with the mode. Case 1 (the installation) and
 // case 7 (the uninstallation) always run.
 func Cases() []string {
@@ -45,7 +45,7 @@ func CheckCases(names []string) error {
 	for _, n := range names {
 		if !slices.Contains(Cases(), n) {
 			return &csiplugin.ValidationError{What: "case", Value: n, Rule: "is not a case that can be chosen",
-				Fix: "choose one of " + strings.Join(Cases(), ", ") + " (1_deployed and 7_uninstalled always run; R1-R4 run unchosen when the manifests turn on the rolling-update mode)"}
+				Fix: "choose one of " + strings.Join(Cases(), ", ") + " (1_deployed and 7_uninstalled always run; R1-R5 run unchosen when the manifests turn on the rolling-update mode)"}
 		}
 	}
 	return nil
@@ -80,6 +80,7 @@ func (s *suite) cases(ctx context.Context) {
 		{CaseVolumesAcross, "", s.volumesAcross},
 		{CaseOwnSocket, "", s.ownSocket},
 		{CaseServesAfterTerm, "", s.servesAfterTerm},
+		{CaseNewerDriverFails, s.d.driver, s.newerDriverFails},
 		{CaseRolloutsWithFaults, "", s.rolloutsWithFaults},
 	} {
 		if !s.chosen(c.name) {

@@ -24,11 +24,11 @@ import (
 // driver dies after its confirmation while the old pod still runs. Its
 // manage loop also deletes an old pod that is not Ready beside a new one,
 // whatever minReadySeconds (kubernetes pkg/controller/daemon,
-// podsShouldBeOnNode): a standing-by instance's /readyz is 503, so the old
-// pod goes three readiness probes (6 s) after it stood by. The kill comes
-// as soon as the new pod is Ready, and the old instance, registered again,
-// is Ready again; once the new one takes the registration back the old one
-// stands by and goes.
+// podsShouldBeOnNode): a standing-by instance whose driver is ready is a
+// fallback and answers /readyz 200, so the old pod stays. The kill comes as
+// soon as the new pod is Ready; once the new instance has taken the
+// registration back and its pod is Ready again, minReadySeconds is restored
+// and the old pod goes.
 const holdOldPod = 300
 
 // TestRollingUpdateNewerDriverDies: in the mode (manifests/), a rollout
@@ -105,8 +105,11 @@ func TestRollingUpdateNewerDriverDies(tt *testing.T) {
 			t.Errorf("the new pod's endpoint was registered again %s after its driver restarted, before the stable window (10 s)", d.Round(time.Millisecond))
 		}
 	}
-	// The old pod, standing by again, goes (see holdOldPod); the new
-	// instance then announces once more, as the survivor.
+	// The old pod, standing by again as a fallback, stays Ready (see
+	// holdOldPod) until minReadySeconds is restored; the new instance then
+	// announces once more, as the survivor.
+	awaitPod(t, ctx, old.UID, "the old pod Ready, standing by as the fallback", func(p *corev1.Pod) bool { return drivercases.PodReady(p) })
+	restore()
 	gone := awaitDeleted(t, ctx, old.UID, 2*time.Minute)
 	log, err := cl.Provider.KubeletLog(ctx, n, 20000)
 	if err != nil {
