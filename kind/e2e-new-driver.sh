@@ -7,7 +7,7 @@
 # no file of them edited: make image for both (docker if an engine answers, else
 # buildah), then this checkout's make e2e-driver on the first's manifests/ (the
 # sidecar variant, with the csi-registrar image built here) with every case of verify
-# named, the mode-readiness cases R1-R4 included, each of which must pass (not "not
+# named, the mode-readiness cases R1-R5 included, each of which must pass (not "not
 # judged"); on the same node, once verify passed, kind/e2e-two-drivers.sh installs
 # both projects side by side, checks both register and `kubectl csi-registrar status`
 # lists both, uninstalls the second and checks the first stays registered. The local
@@ -107,7 +107,7 @@ step "make image ($(basename "$module"))" nice -n 10 make -C "$proj" --no-print-
 step "make image ($(basename "$module2"))" nice -n 10 make -C "$proj2" --no-print-directory image GO="$go" BUILDAH_ROOT="$tmp/buildah"
 
 # verify on the first project with every case named: 2-6 and the mode-readiness
-# cases R1-R4 (which verify runs unnamed only when it sees the mode in the
+# cases R1-R5 (which verify runs unnamed only when it sees the mode in the
 # manifests: named, a project that lost the mode fails here). VERIFY_ARGS as for
 # make e2e-driver (e.g. --registrar-logs=blocked). Then, on the same node, the
 # two projects side by side (AFTER_VERIFY). The step includes the csi-registrar
@@ -115,7 +115,7 @@ step "make image ($(basename "$module2"))" nice -n 10 make -C "$proj2" --no-prin
 # is its own line.
 cases="--case 2_registrar_pod_deleted --case 3_kubelet_restarted --case 4_registration_socket_removed"
 cases+=" --case 5_driver_container_killed --case 6_rollout"
-cases+=" --case R1_mode_manifests --case R2_volumes_across_instances --case R3_own_csi_socket --case R4_serves_after_sigterm"
+cases+=" --case R1_mode_manifests --case R2_volumes_across_instances --case R3_own_csi_socket --case R4_serves_after_sigterm --case R5_newer_driver_fails"
 e2e_driver() {
   AFTER_VERIFY="bash '$checkout/kind/e2e-two-drivers.sh' '$driver' '$proj' '$driver2' '$proj2'" \
     make --no-print-directory e2e-driver GO="$go" DRIVER="$proj/manifests" \
@@ -125,14 +125,14 @@ e2e_driver() {
 # The readiness cases passed, each: verify exits 0 on "not judged" too.
 readiness_passed() {
   local c bad=0
-  for c in R1_mode_manifests R2_volumes_across_instances R3_own_csi_socket R4_serves_after_sigterm; do
+  for c in R1_mode_manifests R2_volumes_across_instances R3_own_csi_socket R4_serves_after_sigterm R5_newer_driver_fails; do
     grep -qxF "manifests $c: pass" "$tmp/e2e-driver.log" || { echo "e2e-new-driver: $c did not pass on the generated manifests" >&2; bad=1; }
   done
   return "$bad"
 }
 rc=0
 step "make e2e-driver ($(basename "$module")/manifests/, then both side by side)" e2e_driver || rc=$?
-[[ $rc -ne 0 ]] || step "R1-R4 passed (verify's readiness summary)" readiness_passed || rc=$?
+[[ $rc -ne 0 ]] || step "R1-R5 passed (verify's readiness summary)" readiness_passed || rc=$?
 on_node=$(sed -n 's/^==== e2e-driver: \([0-9]*\) s$/\1/p' "$tmp/e2e-driver.log" | tail -1)
 up=$(sed -n 's/^==== e2e-driver: [a-z]* up, images loaded: \([0-9]*\) s$/\1/p' "$tmp/e2e-driver.log" | tail -1)
 two=$(sed -n 's/^==== e2e-driver: after verify .*: \([0-9]*\) s$/\1/p' "$tmp/e2e-driver.log" | tail -1)

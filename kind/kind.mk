@@ -119,13 +119,13 @@ e2e-notready: notready-image ## readiness cases R1-R5 on the non-compliant examp
 # NEW_DRIVER2_MODULE example.org/beta-storage, NEW_DRIVER2_NAME beta.storage.example.org)
 # generated into a temporary directory and copied out of it, built and tested with the
 # checkout hidden, imaged, then make e2e-driver on the first's manifests/ (every case,
-# R1-R4 named) and both side by side (the local node, under the node lock for that step
+# R1-R5 named) and both side by side (the local node, under the node lock for that step
 # only); the directory is removed at the end. Each step timed.
 NEW_DRIVER_MODULE  ?= example.com/acme-csi
 NEW_DRIVER_NAME    ?= acme.csi.example.com
 NEW_DRIVER2_MODULE ?= example.org/beta-storage
 NEW_DRIVER2_NAME   ?= beta.storage.example.org
 .PHONY: e2e-new-driver
-e2e-new-driver: ## two make new-driver projects end to end: build, test, image, e2e-driver with R1-R4, side by side (local node)
+e2e-new-driver: ## two make new-driver projects end to end: build, test, image, e2e-driver with R1-R5, side by side (local node)
 	@GO=$(GO) NEW_DRIVER_MODULE=$(NEW_DRIVER_MODULE) NEW_DRIVER_NAME=$(NEW_DRIVER_NAME) NEW_DRIVER2_MODULE=$(NEW_DRIVER2_MODULE) \
 	  NEW_DRIVER2_NAME=$(NEW_DRIVER2_NAME) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-new-driver.sh
