@@ -2,6 +2,7 @@ package registrar
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -135,6 +136,18 @@ type rolling struct {
 	// superseded is our unasked announcement that the one being created
 	// replaces: unlinked by name once that one listens.
 	superseded *servingSocket
+	// The driver's plain socket path (<driver>-reg.sock), where this
+	// instance announces again after a registrar without the mode unlinked
+	// it: atPlain while create runs for it (plainTaken if the path was
+	// taken first); plainLost and yielded as nextStep keeps them
+	// (rollmodel.go); plainEchoes counts our own unlinks of that path whose
+	// Remove events are still to come.
+	plain       string
+	atPlain     bool
+	plainTaken  bool
+	plainLost   bool
+	yielded     bool
+	plainEchoes int
 }
 
 // peer is another instance of the driver, watched through its latest socket.
@@ -175,6 +188,7 @@ func (l *loop) rollBegin() {
 		leaveBy:  newAlarm(l.r.clock),
 		probe:    newAlarm(l.r.clock),
 		stable:   newAlarm(l.r.clock),
+		plain:    filepath.Join(dir, l.driver.name+csiplugin.RegistrationSocketSuffix),
 	}
 	l.r.metrics.enableRollingUpdate()
 	l.log = l.log.With("instance", inst)
@@ -219,6 +233,9 @@ func (l *loop) view() modeView {
 		// The driver's own readiness, from the mode's Probes.
 		driverUnready: l.roll.driverUnready(),
 		holding:       l.sock.cur != nil || len(l.roll.previous) > 0,
+		plainTaken:    l.plainTakenByOther(),
+		plainLost:     l.roll.plainLost,
+		yielded:       l.roll.yielded,
 	}
 	withdrawn := func(inst string, st InstanceState) {
 		if st.Withdrawn != 0 {
@@ -261,6 +278,7 @@ func (l *loop) modeEvent(ev modeEvent) {
 // carryOut does what nextStep decided.
 func (l *loop) carryOut(v modeView, s step) {
 	l.roll.takeBack, l.roll.removedOnly = s.takeBack, s.removedOnly
+	l.roll.plainLost, l.roll.yielded = s.plainLost, s.yielded
 	if s.settle {
 		l.roll.settle.set(kubeletSettle)
 	}
@@ -299,6 +317,13 @@ func (l *loop) carryOut(v modeView, s step) {
 		l.fallBack(s)
 	case stepRecreate:
 		l.recreateDeleted()
+	case stepAnnounceAtPlain:
+		l.announceAtPlain(s)
+	case stepYield:
+		l.decision(decisionStandBy, s.reason, "plainPath", l.roll.plain)
+		l.alarms.retryAt.stop()
+		l.await(awaitNothing, 0)
+		l.publish(StageStandingBy, "a registrar without the rolling-update mode holds the registration at "+l.roll.plain)
 	case stepLeave:
 		l.decision(decisionRetire, "left: the kubelet holds no socket of this instance", "why", s.reason)
 		if s.cleanup {
@@ -329,6 +354,98 @@ func (l *loop) recreateDeleted() {
 	l.roll.samePath = false
 	if lost != nil {
 		lost.stop()
+	}
+}
+
+// announceAtPlain announces again at the driver's plain socket path, which
+// a registrar without the mode unlinked by name: the kubelet unregisters
+// the removed socket before it registers ours there (one operation per
+// path), so no settle is needed. The announcement is a new one (a version
+// above every one on the node: the kubelet's validation takes a version
+// equal to the registered one for a conflict), served as any other: the
+// earlier ones are retired once it is confirmed. A file at the path (a
+// registrar without the mode came back: a rollback) is never touched: the
+// mode then waits for the deregistration and takes back at a new path.
+func (l *loop) announceAtPlain(s step) {
+	if _, err := os.Lstat(l.roll.plain); err == nil {
+		l.modeEvent(modeEvent{kind: evPlainTaken, other: filepath.Base(l.roll.plain)})
+		return
+	}
+	l.decision(decisionTakeBack, "announcing again at the removed plain socket's path: the kubelet unregisters the removed one before it registers this one",
+		"why", s.reason)
+	l.roll.atPlain, l.roll.plainTaken, l.roll.plainEchoes = true, false, 0
+	l.create(reasonTakeBack)
+	l.roll.atPlain = false
+	if l.roll.plainTaken {
+		l.roll.plainTaken = false
+		l.modeEvent(modeEvent{kind: evPlainTaken, other: filepath.Base(l.roll.plain)})
+	}
+}
+
+// plainLockWait bounds how long an announcement at the plain path waits
+// for the lock file of a registrar that just unlinked its socket there
+// (sockfile releases it right after the unlink: microseconds), polled
+// every plainLockPoll.
+const (
+	plainLockWait = 100 * time.Millisecond
+	plainLockPoll = 2 * time.Millisecond
+)
+
+// listen creates the socket at path; at the plain path (atPlain), a lock
+// held with no file at the path is a registrar without the mode that is
+// releasing it after its unlink, or creating its socket: awaited a moment
+// (real time, bounded by plainLockWait), until either is over.
+func (m *rolling) listen(path string) (*sockfile.Socket, error) {
+	sock, err := sockfile.Listen(path)
+	if m == nil || !m.atPlain {
+		return sock, err
+	}
+	for waited := time.Duration(0); err != nil && waited < plainLockWait; waited += plainLockPoll {
+		var le *sockfile.ListenError
+		if !errors.As(err, &le) || le.Kind != sockfile.KindInUse {
+			break
+		}
+		if _, serr := os.Lstat(path); serr == nil {
+			break // a file at the path: taken
+		}
+		time.Sleep(plainLockPoll)
+		sock, err = sockfile.Listen(path)
+	}
+	return sock, err
+}
+
+// plainTakenByOther reports whether a file is at the driver's plain socket
+// path that is not our current announcement.
+func (l *loop) plainTakenByOther() bool {
+	if l.sock.cur != nil && l.sock.path == l.roll.plain {
+		return false
+	}
+	_, err := os.Lstat(l.roll.plain)
+	return err == nil
+}
+
+// onPlainLost: our announcement at the plain path is no longer ours
+// (deleted, or replaced by another file): its listener goes (nothing is
+// unlinked: the file is not ours), and nextStep decides. Reports whether
+// the current socket was at the plain path.
+func (m *rolling) onPlainLost() bool {
+	if m == nil || m.l.sock.cur == nil || m.l.sock.path != m.plain {
+		return false
+	}
+	l := m.l
+	lost := l.sock.cur
+	l.sock.cur = nil
+	lost.stop()
+	l.log.Warn("our announcement at the driver's plain socket path was deleted or replaced; not re-created there", "outcome", "closed")
+	l.modeEvent(modeEvent{kind: evOwnRemoved, other: filepath.Base(m.plain), plain: true})
+	return true
+}
+
+// unlinked notes an unlink by name of our socket at path, so that its
+// Remove event at the plain path is not taken for a plain registrar's.
+func (m *rolling) unlinked(path string, removed bool) {
+	if m != nil && removed && path == m.plain {
+		m.plainEchoes++
 	}
 }
 
@@ -396,7 +513,34 @@ func (l *loop) scan() map[string]foundSocket {
 		latest[inst] = e.Name()
 		out[e.Name()] = foundSocket{inst, v}
 	}
+	if inst, v, ok := l.instanceAtPlain(); ok {
+		if prev, seen := latest[inst]; !seen || out[prev].version < v {
+			delete(out, prev)
+			out[filepath.Base(l.roll.plain)] = foundSocket{inst, v}
+		}
+	}
 	return out
+}
+
+// instanceAtPlain asks the socket at the driver's plain path, if any and
+// not our current one, which instance of the mode serves it: an instance
+// announces there after a registrar without the mode left it, and the name
+// carries no instance. A registrar without the mode does not serve the
+// handover service (not an instance); nor does a dead socket.
+func (l *loop) instanceAtPlain() (inst string, version uint64, ok bool) {
+	if !l.plainTakenByOther() {
+		return "", 0, false
+	}
+	if fi, err := os.Lstat(l.roll.plain); err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return "", 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), liveCheckTimeout)
+	defer cancel()
+	st, err := fetchState(ctx, l.roll.plain)
+	if err != nil || st.Driver != l.driver.name || st.Instance == "" || st.Version == 0 {
+		return "", 0, false
+	}
+	return st.Instance, st.Version, true
 }
 
 // watchInstance watches the instance through its socket at path, unless a
@@ -499,9 +643,15 @@ func (l *loop) onRollDirEvent(name string, created, removed bool) {
 		}
 		return
 	}
-	if name == l.driver.name+csiplugin.RegistrationSocketSuffix && removed {
-		// A registrar without the mode (ours or node-driver-registrar) left:
-		// the kubelet unregisters the driver.
+	if name == filepath.Base(l.roll.plain) && removed {
+		if l.roll.plainEchoes > 0 { // our own unlink
+			l.roll.plainEchoes--
+			return
+		}
+		// A registrar without the mode (ours or node-driver-registrar) left,
+		// or another instance's announcement there went: the kubelet
+		// unregisters the driver.
+		l.drainPeerEvents()
 		l.modeEvent(modeEvent{kind: evPlainRemoved, other: name})
 	}
 }
@@ -517,8 +667,11 @@ func (l *loop) nextAnnouncement() {
 	}
 	v = max(v, self.Version+1)
 	l.sock.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.driver.name, self.Instance, v))
+	if l.roll.atPlain {
+		l.sock.path = l.roll.plain
+	}
 	l.roll.self.update(func(st *InstanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
-	l.roll.takeBack, l.roll.removedOnly = "", nil
+	l.roll.takeBack, l.roll.removedOnly, l.roll.plainLost = "", nil, false
 	if l.sock.cur == nil {
 		return
 	}
@@ -554,6 +707,7 @@ func (l *loop) withdrawUnasked(ss *servingSocket, why string) {
 		l.roll.self.update(func(st *InstanceState) { st.Withdrawn = v })
 	}
 	removed := ss.stop()
+	l.roll.unlinked(ss.sock.Path(), removed)
 	l.log.Info("unlinked by name an announcement the kubelet never asked: it is not registered", "removed", name, "why", why,
 		"outcome", map[bool]string{true: "removed", false: "gone"}[removed])
 }

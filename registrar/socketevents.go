@@ -47,7 +47,14 @@ func (l *loop) create(reason string) {
 			l.closeSocket(reason)
 		}
 	}
-	sock, err := sockfile.Listen(l.sock.path)
+	sock, err := l.roll.listen(l.sock.path)
+	if err != nil && l.roll != nil && l.roll.atPlain {
+		// The plain path was taken as this instance listened: never touched.
+		l.roll.withdrawSuperseded()
+		l.roll.plainTaken = true
+		l.log.Info("the driver's plain socket path was taken before this instance listened there; left alone", "err", err)
+		return
+	}
 	if err != nil {
 		l.roll.withdrawSuperseded()
 		kind, stage := listenFault(err)
@@ -83,6 +90,7 @@ func (l *loop) create(reason string) {
 func (l *loop) closeSocket(reason string) {
 	removed := l.sock.cur.stop()
 	l.sock.cur = nil
+	l.roll.unlinked(l.sock.path, removed)
 	_, err := os.Lstat(l.sock.path)
 	switch {
 	case removed:
@@ -216,6 +224,9 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 		return
 	}
 	if l.sock.cur == nil {
+		if l.roll.onDirEvent(filepath.Base(l.sock.path), ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove)) {
+			return // the mode: the path is no announcement of this instance now
+		}
 		// The path was freed: try now (not in the rolling-update mode).
 		if l.roll.reusesFreedPath() && ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
 			l.create(l.sock.reason)
@@ -231,6 +242,9 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 // socketLost: the path is no longer our socket. Deleted: serve a new one at
 // once. Replaced: leave the other file alone and retry with backoff.
 func (l *loop) socketLost() {
+	if l.roll.onPlainLost() {
+		return
+	}
 	if _, err := os.Lstat(l.sock.path); errors.Is(err, fs.ErrNotExist) {
 		if l.roll.onSocketDeleted() {
 			return
