@@ -227,3 +227,36 @@ func TestRollingUpdatePlainPathTakenBackByPlainRegistrar(t *testing.T) {
 		t.Errorf("the registrar without the mode's socket at %s was touched as the instance left", plain)
 	}
 }
+
+// A rollback out of the mode to csi-registrar without it, while the
+// instance holds the plain path: the registrar without the mode finds the
+// path served and waits (socket conflict, retried with backoff); the
+// instance, deleted with no successor in the mode, unlinks the path by
+// name, and the registrar without the mode takes it at once (its Remove
+// event; no backoff fired here), which the kubelet orders after the
+// deregistration of the instance's socket there.
+func TestRollingUpdatePlainPathHandedToPlainRegistrar(t *testing.T) {
+	e := newEnv(t)
+	clk := registrar.NewFakeClock()
+	plain := e.regSock(stubName)
+	leave := plainRegistrar(t, plain)
+	m := startInstance(t, e, clk, "pod-m")
+	sockM := announced(t, m, "")
+	leave()
+	if got := m.serving(t, sockM); got != plain {
+		t.Fatalf("announced at %s, want %s", got, plain)
+	}
+	registerAt(t, m, plain)
+
+	startStubDriver(t, e, stubName)
+	p, _ := startRegistrarOn(t, clk, e, nil, nil)
+	awaitStatus(t, p, "the registrar without the mode waiting for the path", stageIs(registrar.StageSocketConflict))
+
+	m.run.cancel()
+	clk.Fire(t, registrar.SuccessorWait, patience)
+	if err := returned(t, m.run, "the mode's instance"); err != nil {
+		t.Fatal(err)
+	}
+	awaitStatus(t, p, "the registrar without the mode serving the path", stageIs(registrar.StageWaitingForKubelet))
+	registerPlain(t, p, plain)
+}

@@ -2,7 +2,6 @@ package registrar
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,12 +38,14 @@ import (
 //   - Whenever another instance dies, fails, was confirmed by the kubelet
 //     after this one, or leaves without naming this one as its confirmed
 //     successor, the newest instance announces again: the survivor has the
-//     last word. After a Remove by name of another socket (the kubelet
-//     unregisters the driver) it waits kubeletSettle first, so that the
-//     kubelet's own deregistration cannot undo the new registration; not
+//     last word. After a Remove by name of another instance's socket (the
+//     kubelet unregisters the driver) it waits kubeletSettle first, so that
+//     the kubelet's own deregistration cannot undo the new registration; not
 //     after a failure (the kubelet tells the failure only once the CSI
-//     handler's deregistration ended), and our own deleted socket is served
-//     again at its path at once (the kubelet orders the two per path).
+//     handler's deregistration ended). Our own deleted socket is served
+//     again at its path at once, and after a registrar without the mode
+//     unlinked <driver>-reg.sock the instance announces again at that path
+//     at once: the kubelet orders the two per path.
 //   - A rejection in the kubelet's validation is not a registration: the
 //     socket is unlinked by name (the kubelet would retry it forever) and is
 //     not taken as evidence of the kubelet's own retries.
@@ -54,9 +55,10 @@ import (
 //     newer one whose driver stops hands it back to the older one, and
 //     claims it again after driverStableWindow.
 const (
-	// kubeletSettle is how long an announcement waits after a Remove by
-	// name of another registered socket (another instance's, or the plain
-	// registrar's): the kubelet's reconciler runs every second and
+	// kubeletSettle is how long an announcement at a new path waits after a
+	// Remove by name of another registered socket (another instance's, or
+	// the plain registrar's when its path cannot be reused: docs/design.md
+	// lists the cases): the kubelet's reconciler runs every second and
 	// unregisters the driver in its next round; the rest is margin for its
 	// API writes (docs/design.md states the bound).
 	kubeletSettle = 3 * time.Second
@@ -382,38 +384,6 @@ func (l *loop) announceAtPlain(s step) {
 	}
 }
 
-// plainLockWait bounds how long an announcement at the plain path waits
-// for the lock file of a registrar that just unlinked its socket there
-// (sockfile releases it right after the unlink: microseconds), polled
-// every plainLockPoll.
-const (
-	plainLockWait = 100 * time.Millisecond
-	plainLockPoll = 2 * time.Millisecond
-)
-
-// listen creates the socket at path; at the plain path (atPlain), a lock
-// held with no file at the path is a registrar without the mode that is
-// releasing it after its unlink, or creating its socket: awaited a moment
-// (real time, bounded by plainLockWait), until either is over.
-func (m *rolling) listen(path string) (*sockfile.Socket, error) {
-	sock, err := sockfile.Listen(path)
-	if m == nil || !m.atPlain {
-		return sock, err
-	}
-	for waited := time.Duration(0); err != nil && waited < plainLockWait; waited += plainLockPoll {
-		var le *sockfile.ListenError
-		if !errors.As(err, &le) || le.Kind != sockfile.KindInUse {
-			break
-		}
-		if _, serr := os.Lstat(path); serr == nil {
-			break // a file at the path: taken
-		}
-		time.Sleep(plainLockPoll)
-		sock, err = sockfile.Listen(path)
-	}
-	return sock, err
-}
-
 // plainTakenByOther reports whether a file is at the driver's plain socket
 // path that is not our current announcement.
 func (l *loop) plainTakenByOther() bool {
@@ -639,7 +609,7 @@ func (l *loop) onRollDirEvent(name string, created, removed bool) {
 			l.watchInstance(inst, filepath.Join(l.roll.dir, name), v)
 		case removed:
 			l.drainPeerEvents() // a state sent before the Remove (Withdrawn) counts
-			l.modeEvent(modeEvent{kind: evSocketRemoved, other: name})
+			l.modeEvent(modeEvent{kind: evSocketRemoved, other: name, inst: inst, version: v})
 		}
 		return
 	}
