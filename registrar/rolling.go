@@ -609,7 +609,7 @@ func (l *loop) onRollDirEvent(name string, created, removed bool) {
 			l.watchInstance(inst, filepath.Join(l.roll.dir, name), v)
 		case removed:
 			l.drainPeerEvents() // a state sent before the Remove (Withdrawn) counts
-			l.modeEvent(modeEvent{kind: evSocketRemoved, other: name, inst: inst, version: v})
+			l.modeEvent(modeEvent{kind: evSocketRemoved, other: name})
 		}
 		return
 	}

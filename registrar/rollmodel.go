@@ -121,9 +121,6 @@ type modeEvent struct {
 	old, st InstanceState // evPeerState: the peer's state before and now
 	known   bool          // evPeerGone: it had told a state
 	plain   bool          // evOwnRemoved: our socket was at the driver's plain path
-	// evSocketRemoved: the instance and version its name carries.
-	inst    string
-	version uint64
 	// evRetryDue: why the re-creation was scheduled; evRejected: the
 	// kubelet's error.
 	detail     string
@@ -259,15 +256,6 @@ func nextStep(v modeView, ev modeEvent) step {
 	case evSocketRemoved:
 		if v.unasked[ev.other] {
 			s.reason = "socket " + ev.other + " was never asked by the kubelet: its removal changes nothing for it"
-			return s
-		}
-		if inst, p := newerPeer(v); inst != "" && inst == ev.inst && p.st.Version == ev.version {
-			// The newer instance that holds or takes the registration lost
-			// its latest socket to someone else: it serves it again at its
-			// path at once (own-removed), which the kubelet registers after
-			// its deregistration of the deleted one. Nothing to take back.
-			s.other = inst
-			s.reason = "socket " + ev.other + " is the latest of newer instance " + inst + ", which serves it again at its path itself"
 			return s
 		}
 		// Unlinked by name: the kubelet unregisters the driver.
