@@ -38,12 +38,14 @@ import (
 //   - Whenever another instance dies, fails, was confirmed by the kubelet
 //     after this one, or leaves without naming this one as its confirmed
 //     successor, the newest instance announces again: the survivor has the
-//     last word. After a Remove by name of another socket (the kubelet
-//     unregisters the driver) it waits kubeletSettle first, so that the
-//     kubelet's own deregistration cannot undo the new registration; not
+//     last word. After a Remove by name of another instance's socket (the
+//     kubelet unregisters the driver) it waits kubeletSettle first, so that
+//     the kubelet's own deregistration cannot undo the new registration; not
 //     after a failure (the kubelet tells the failure only once the CSI
-//     handler's deregistration ended), and our own deleted socket is served
-//     again at its path at once (the kubelet orders the two per path).
+//     handler's deregistration ended). Our own deleted socket is served
+//     again at its path at once, and after a registrar without the mode
+//     unlinked <driver>-reg.sock the instance announces again at that path
+//     at once: the kubelet orders the two per path.
 //   - A rejection in the kubelet's validation is not a registration: the
 //     socket is unlinked by name (the kubelet would retry it forever) and is
 //     not taken as evidence of the kubelet's own retries.
@@ -53,9 +55,10 @@ import (
 //     newer one whose driver stops hands it back to the older one, and
 //     claims it again after driverStableWindow.
 const (
-	// kubeletSettle is how long an announcement waits after a Remove by
-	// name of another registered socket (another instance's, or the plain
-	// registrar's): the kubelet's reconciler runs every second and
+	// kubeletSettle is how long an announcement at a new path waits after a
+	// Remove by name of another registered socket (another instance's, or
+	// the plain registrar's when its path cannot be reused: docs/design.md
+	// lists the cases): the kubelet's reconciler runs every second and
 	// unregisters the driver in its next round; the rest is margin for its
 	// API writes (docs/design.md states the bound).
 	kubeletSettle = 3 * time.Second
@@ -135,6 +138,18 @@ type rolling struct {
 	// superseded is our unasked announcement that the one being created
 	// replaces: unlinked by name once that one listens.
 	superseded *servingSocket
+	// The driver's plain socket path (<driver>-reg.sock), where this
+	// instance announces again after a registrar without the mode unlinked
+	// it: atPlain while create runs for it (plainTaken if the path was
+	// taken first); plainLost and yielded as nextStep keeps them
+	// (rollmodel.go); plainEchoes counts our own unlinks of that path whose
+	// Remove events are still to come.
+	plain       string
+	atPlain     bool
+	plainTaken  bool
+	plainLost   bool
+	yielded     bool
+	plainEchoes int
 }
 
 // peer is another instance of the driver, watched through its latest socket.
@@ -175,6 +190,7 @@ func (l *loop) rollBegin() {
 		leaveBy:  newAlarm(l.r.clock),
 		probe:    newAlarm(l.r.clock),
 		stable:   newAlarm(l.r.clock),
+		plain:    filepath.Join(dir, l.driver.name+csiplugin.RegistrationSocketSuffix),
 	}
 	l.r.metrics.enableRollingUpdate()
 	l.log = l.log.With("instance", inst)
@@ -219,6 +235,9 @@ func (l *loop) view() modeView {
 		// The driver's own readiness, from the mode's Probes.
 		driverUnready: l.roll.driverUnready(),
 		holding:       l.sock.cur != nil || len(l.roll.previous) > 0,
+		plainTaken:    l.plainTakenByOther(),
+		plainLost:     l.roll.plainLost,
+		yielded:       l.roll.yielded,
 	}
 	withdrawn := func(inst string, st InstanceState) {
 		if st.Withdrawn != 0 {
@@ -262,6 +281,7 @@ func (l *loop) modeEvent(ev modeEvent) {
 // carryOut does what nextStep decided.
 func (l *loop) carryOut(v modeView, s step) {
 	l.roll.takeBack, l.roll.removedOnly = s.takeBack, s.removedOnly
+	l.roll.plainLost, l.roll.yielded = s.plainLost, s.yielded
 	if s.settle {
 		l.roll.settle.set(kubeletSettle)
 	}
@@ -300,6 +320,13 @@ func (l *loop) carryOut(v modeView, s step) {
 		l.fallBack(s)
 	case stepRecreate:
 		l.recreateDeleted()
+	case stepAnnounceAtPlain:
+		l.announceAtPlain(s)
+	case stepYield:
+		l.decision(decisionStandBy, s.reason, "plainPath", l.roll.plain)
+		l.alarms.retryAt.stop()
+		l.await(awaitNothing, 0)
+		l.publish(StageStandingBy, "a registrar without the rolling-update mode holds the registration at "+l.roll.plain)
 	case stepLeave:
 		l.decision(decisionRetire, "left: the kubelet holds no socket of this instance", "why", s.reason)
 		if s.cleanup {
@@ -330,6 +357,66 @@ func (l *loop) recreateDeleted() {
 	l.roll.samePath = false
 	if lost != nil {
 		lost.stop()
+	}
+}
+
+// announceAtPlain announces again at the driver's plain socket path, which
+// a registrar without the mode unlinked by name: the kubelet unregisters
+// the removed socket before it registers ours there (one operation per
+// path), so no settle is needed. The announcement is a new one (a version
+// above every one on the node: the kubelet's validation takes a version
+// equal to the registered one for a conflict), served as any other: the
+// earlier ones are retired once it is confirmed. A file at the path (a
+// registrar without the mode came back: a rollback) is never touched: the
+// mode then waits for the deregistration and takes back at a new path.
+func (l *loop) announceAtPlain(s step) {
+	if _, err := os.Lstat(l.roll.plain); err == nil {
+		l.modeEvent(modeEvent{kind: evPlainTaken, other: filepath.Base(l.roll.plain)})
+		return
+	}
+	l.decision(decisionTakeBack, "announcing again at the removed plain socket's path: the kubelet unregisters the removed one before it registers this one",
+		"why", s.reason)
+	l.roll.atPlain, l.roll.plainTaken, l.roll.plainEchoes = true, false, 0
+	l.create(reasonTakeBack)
+	l.roll.atPlain = false
+	if l.roll.plainTaken {
+		l.roll.plainTaken = false
+		l.modeEvent(modeEvent{kind: evPlainTaken, other: filepath.Base(l.roll.plain)})
+	}
+}
+
+// plainTakenByOther reports whether a file is at the driver's plain socket
+// path that is not our current announcement.
+func (l *loop) plainTakenByOther() bool {
+	if l.sock.cur != nil && l.sock.path == l.roll.plain {
+		return false
+	}
+	_, err := os.Lstat(l.roll.plain)
+	return err == nil
+}
+
+// onPlainLost: our announcement at the plain path is no longer ours
+// (deleted, or replaced by another file): its listener goes (nothing is
+// unlinked: the file is not ours), and nextStep decides. Reports whether
+// the current socket was at the plain path.
+func (m *rolling) onPlainLost() bool {
+	if m == nil || m.l.sock.cur == nil || m.l.sock.path != m.plain {
+		return false
+	}
+	l := m.l
+	lost := l.sock.cur
+	l.sock.cur = nil
+	lost.stop()
+	l.log.Warn("our announcement at the driver's plain socket path was deleted or replaced; not re-created there", "outcome", "closed")
+	l.modeEvent(modeEvent{kind: evOwnRemoved, other: filepath.Base(m.plain), plain: true})
+	return true
+}
+
+// unlinked notes an unlink by name of our socket at path, so that its
+// Remove event at the plain path is not taken for a plain registrar's.
+func (m *rolling) unlinked(path string, removed bool) {
+	if m != nil && removed && path == m.plain {
+		m.plainEchoes++
 	}
 }
 
@@ -397,7 +484,34 @@ func (l *loop) scan() map[string]foundSocket {
 		latest[inst] = e.Name()
 		out[e.Name()] = foundSocket{inst, v}
 	}
+	if inst, v, ok := l.instanceAtPlain(); ok {
+		if prev, seen := latest[inst]; !seen || out[prev].version < v {
+			delete(out, prev)
+			out[filepath.Base(l.roll.plain)] = foundSocket{inst, v}
+		}
+	}
 	return out
+}
+
+// instanceAtPlain asks the socket at the driver's plain path, if any and
+// not our current one, which instance of the mode serves it: an instance
+// announces there after a registrar without the mode left it, and the name
+// carries no instance. A registrar without the mode does not serve the
+// handover service (not an instance); nor does a dead socket.
+func (l *loop) instanceAtPlain() (inst string, version uint64, ok bool) {
+	if !l.plainTakenByOther() {
+		return "", 0, false
+	}
+	if fi, err := os.Lstat(l.roll.plain); err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return "", 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), liveCheckTimeout)
+	defer cancel()
+	st, err := fetchState(ctx, l.roll.plain)
+	if err != nil || st.Driver != l.driver.name || st.Instance == "" || st.Version == 0 {
+		return "", 0, false
+	}
+	return st.Instance, st.Version, true
 }
 
 // watchInstance watches the instance through its socket at path, unless a
@@ -500,9 +614,15 @@ func (l *loop) onRollDirEvent(name string, created, removed bool) {
 		}
 		return
 	}
-	if name == l.driver.name+csiplugin.RegistrationSocketSuffix && removed {
-		// A registrar without the mode (ours or node-driver-registrar) left:
-		// the kubelet unregisters the driver.
+	if name == filepath.Base(l.roll.plain) && removed {
+		if l.roll.plainEchoes > 0 { // our own unlink
+			l.roll.plainEchoes--
+			return
+		}
+		// A registrar without the mode (ours or node-driver-registrar) left,
+		// or another instance's announcement there went: the kubelet
+		// unregisters the driver.
+		l.drainPeerEvents()
 		l.modeEvent(modeEvent{kind: evPlainRemoved, other: name})
 	}
 }
@@ -518,8 +638,11 @@ func (l *loop) nextAnnouncement() {
 	}
 	v = max(v, self.Version+1)
 	l.sock.path = filepath.Join(l.roll.dir, csiplugin.RollingUpdateSocketName(l.driver.name, self.Instance, v))
+	if l.roll.atPlain {
+		l.sock.path = l.roll.plain
+	}
 	l.roll.self.update(func(st *InstanceState) { st.Version, st.Confirmed, st.Failed = v, false, false })
-	l.roll.takeBack, l.roll.removedOnly = "", nil
+	l.roll.takeBack, l.roll.removedOnly, l.roll.plainLost = "", nil, false
 	if l.sock.cur == nil {
 		return
 	}
@@ -555,6 +678,7 @@ func (l *loop) withdrawUnasked(ss *servingSocket, why string) {
 		l.roll.self.update(func(st *InstanceState) { st.Withdrawn = v })
 	}
 	removed := ss.stop()
+	l.roll.unlinked(ss.sock.Path(), removed)
 	l.log.Info("unlinked by name an announcement the kubelet never asked: it is not registered", "removed", name, "why", why,
 		"outcome", map[bool]string{true: "removed", false: "gone"}[removed])
 }

@@ -54,6 +54,20 @@ type modeView struct {
 	// is still served (current or previous; an unasked current one is
 	// withdrawn when the instance starts leaving).
 	holding bool
+	// plainTaken: the driver's plain socket path (<driver>-reg.sock) is a
+	// file that is not this instance's current announcement.
+	plainTaken bool
+	// plainLost: our announcement at the plain path was deleted by someone
+	// else while the path was free; once it is taken (a registrar without
+	// the mode: a rollback) this instance yields, else it takes back after
+	// the settle.
+	plainLost bool
+	// yielded: a registrar without the mode took the plain path from this
+	// instance's announcement (a rollback out of the mode): the kubelet
+	// unregistered ours and registers that one at the same path, and this
+	// instance no longer claims the registration, until that socket is
+	// removed by name in turn.
+	yielded bool
 }
 
 // peerState is another instance as its handover stream told it.
@@ -75,6 +89,7 @@ const (
 	evPeerMoved                              // a peer's stream ended and a later socket of it is watched now
 	evSocketRemoved                          // another instance's announcement socket was unlinked by name
 	evPlainRemoved                           // the driver's socket of a registrar without the mode was unlinked
+	evPlainTaken                             // the plain path was taken again before this instance listened on it
 	evOwnRemoved                             // our announcement socket was deleted by someone else
 	evRetryDue                               // a scheduled re-creation is due (reason)
 	evSettled                                // kubeletSettle passed
@@ -91,7 +106,8 @@ const (
 var eventNames = map[modeEventKind]string{
 	evBegin: "begin", evPeerState: "peer state", evPeerGone: "peer gone", evPeerMoved: "peer moved",
 	evSocketRemoved: "socket removed", evPlainRemoved: "plain socket removed", evOwnRemoved: "own socket removed",
-	evRetryDue: "retry due", evSettled: "settled", evDiscovered: "discovered", evConfirmed: "confirmed",
+	evPlainTaken: "plain path taken",
+	evRetryDue:   "retry due", evSettled: "settled", evDiscovered: "discovered", evConfirmed: "confirmed",
 	evRejected: "rejected", evLeave: "leave", evSuccessorWaitOver: "successor wait over",
 	evDriverReady: "driver ready", evDriverDown: "driver down", evDriverStable: "driver stable",
 }
@@ -104,6 +120,7 @@ type modeEvent struct {
 	other   string        // the peer, or the socket's name (evSocketRemoved, evPlainRemoved, evOwnRemoved)
 	old, st InstanceState // evPeerState: the peer's state before and now
 	known   bool          // evPeerGone: it had told a state
+	plain   bool          // evOwnRemoved: our socket was at the driver's plain path
 	// evRetryDue: why the re-creation was scheduled; evRejected: the
 	// kubelet's error.
 	detail     string
@@ -132,6 +149,8 @@ const (
 	stepFallBack                           // the kubelet cannot take the mode's version: leave the mode, register as without it
 	stepRecreate                           // our socket was deleted: serve it again at its path, same version
 	stepLeave                              // leave: the kubelet asked no socket of this instance that is still served
+	stepAnnounceAtPlain                    // a plain socket was removed: announce again at its path
+	stepYield                              // a registrar without the mode took the plain path from ours: no claim
 )
 
 var stepNames = map[stepKind]string{
@@ -139,7 +158,8 @@ var stepNames = map[stepKind]string{
 	stepStandBy: "stand by", stepRegistered: "registered", stepWithdraw: "withdraw, retry after backoff",
 	stepWithdrawNoRetry: "withdraw, no retry", stepWait: "wait", stepWaitSuccessor: "wait for a successor",
 	stepRetireAndLeave: "retire all and leave", stepRecreate: "re-create at the same path", stepLeave: "leave (nothing held)", stepUnregisterAndLeave: "unregister and leave",
-	stepFallBack: "fall back to the plain registrar",
+	stepFallBack: "fall back to the plain registrar", stepAnnounceAtPlain: "announce again at the removed plain path",
+	stepYield: "yield to the registrar without the mode",
 }
 
 func (k stepKind) String() string { return stepNames[k] }
@@ -166,6 +186,8 @@ type step struct {
 	// yield: publish the stage standing by (/readyz 503): another instance
 	// holds the registration while this one's driver is not ready.
 	yield bool
+	// plainLost and yielded: the view's flags after the step.
+	plainLost, yielded bool
 }
 
 // String is the step as the table in docs/design.md shows it.
@@ -247,8 +269,51 @@ func nextStep(v modeView, ev modeEvent) step {
 		d.settle = true
 		return d
 	case evPlainRemoved:
-		s.settle, s.takeBack = true, "socket "+ev.other+" (a registrar without the rolling-update mode) was removed"
+		// Announce again at the removed path, at once: the kubelet runs one
+		// operation per socket path at a time and unregisters the removed
+		// socket before it registers the new one at that path, so its
+		// deregistration (by name) cannot undo the new registration, as for
+		// the plain registrar. A registrar without the mode that left its
+		// path to us (ours or node-driver-registrar) is gone for good.
+		s.takeBack = "socket " + ev.other + " (a registrar without the rolling-update mode) was removed"
+		v.takeBack, v.removedOnly, v.yielded, v.plainLost = s.takeBack, nil, false, false
+		switch d := decide(v); d.kind {
+		case stepTakeBack:
+			d.kind, d.takeBack = stepAnnounceAtPlain, ""
+			return d
+		case stepWait:
+			// Not now (discovering, a backoff, the driver not ready ...): a
+			// take-back later, at a new path, must wait for the kubelet's
+			// deregistration (settle alarm).
+			v.settling = true
+			d = decide(v)
+			d.settle = true
+			return d
+		default:
+			// A newer instance takes it (it announces at the path), or
+			// this one makes no claim.
+			return d
+		}
+	case evPlainTaken:
+		// A registrar without the mode came back at the removed path before
+		// this instance listened there (a rollback): its file is never
+		// touched; a take-back at a new path must wait for the kubelet's
+		// deregistration of the removed one.
+		s.settle, s.takeBack = true, "the driver's plain socket path "+ev.other+" was taken again before this instance announced there"
 	case evOwnRemoved:
+		if ev.plain {
+			if v.plainTaken {
+				return yieldStep(v)
+			}
+			// Not re-created at that path: node-driver-registrar removes
+			// whatever is at its path as it starts, then listens there (a
+			// rollback out of the mode); a re-creation would make it fail.
+			// Once the deregistration passed, the path decides: taken,
+			// yield; free, take back at a new path.
+			s.settle, s.takeBack = true, "our socket "+ev.other+" at the driver's plain path was deleted; a registrar without the mode may be taking the path"
+			v.plainLost = true
+			break
+		}
 		// At the same path at once, as without the mode: the kubelet
 		// serializes its operations per path, so its deregistration of the
 		// deleted socket ends before it registers the new one.
@@ -308,6 +373,13 @@ func nextStep(v modeView, ev modeEvent) step {
 	return d
 }
 
+// yieldStep: a registrar without the mode holds the plain path that was
+// this instance's: no claim on the registration, no take-back.
+func yieldStep(v modeView) step {
+	return step{kind: stepYield, yielded: true, reason: "a registrar without the rolling-update mode took the driver's plain socket path " +
+		"from this instance's announcement (a rollback out of the mode): the kubelet registers it there after it unregistered ours"}
+}
+
 // decide is the rule after every event: whether this instance announces now.
 func decide(v modeView) step {
 	if v.takeBack != "" && v.removedOnly != nil && allUnasked(v) {
@@ -315,7 +387,15 @@ func decide(v modeView) step {
 		// the kubelet never asked: nothing to take back.
 		v.takeBack, v.removedOnly = "", nil
 	}
-	s := step{takeBack: v.takeBack, removedOnly: v.removedOnly}
+	s := step{takeBack: v.takeBack, removedOnly: v.removedOnly, plainLost: v.plainLost, yielded: v.yielded}
+	switch {
+	case v.yielded:
+		s.kind, s.takeBack, s.removedOnly = stepNothing, "", nil
+		s.reason = "a registrar without the rolling-update mode holds the driver's plain socket path: no claim until it is removed"
+		return s
+	case v.plainLost && v.plainTaken:
+		return yieldStep(v)
+	}
 	if v.discovering {
 		s.kind, s.reason = stepWait, "the first states of the instances found on the node are awaited"
 		return s

@@ -47,7 +47,14 @@ func (l *loop) create(reason string) {
 			l.closeSocket(reason)
 		}
 	}
-	sock, err := sockfile.Listen(l.sock.path)
+	sock, err := l.listen(l.sock.path, l.sock.freed || l.roll != nil && l.roll.atPlain)
+	if err != nil && l.roll != nil && l.roll.atPlain {
+		// The plain path was taken as this instance listened: never touched.
+		l.roll.withdrawSuperseded()
+		l.roll.plainTaken = true
+		l.log.Info("the driver's plain socket path was taken before this instance listened there; left alone", "err", err)
+		return
+	}
 	if err != nil {
 		l.roll.withdrawSuperseded()
 		kind, stage := listenFault(err)
@@ -78,11 +85,41 @@ func (l *loop) create(reason string) {
 	l.publish(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
 }
 
+// freedLockWait bounds how long a socket created on the path's Remove
+// event waits for the lock file of the registrar that just unlinked its
+// socket there (sockfile releases it right after the unlink:
+// microseconds), polled every freedLockPoll.
+const (
+	freedLockWait = 100 * time.Millisecond
+	freedLockPoll = 2 * time.Millisecond
+)
+
+// listen creates the socket at path. With awaitRelease (the path was just
+// freed), a lock held with no file at the path is its previous owner
+// releasing it, or another registrar creating its socket there: awaited a
+// moment (real time, at most freedLockWait), until either is over.
+func (l *loop) listen(path string, awaitRelease bool) (*sockfile.Socket, error) {
+	sock, err := sockfile.Listen(path)
+	for waited := time.Duration(0); err != nil && awaitRelease && waited < freedLockWait; waited += freedLockPoll {
+		var le *sockfile.ListenError
+		if !errors.As(err, &le) || le.Kind != sockfile.KindInUse {
+			break
+		}
+		if _, serr := os.Lstat(path); serr == nil {
+			break // a file at the path: taken
+		}
+		time.Sleep(freedLockPoll)
+		sock, err = sockfile.Listen(path)
+	}
+	return sock, err
+}
+
 // closeSocket stops serving the current socket and removes its file if it
 // still is ours, and says which it was.
 func (l *loop) closeSocket(reason string) {
 	removed := l.sock.cur.stop()
 	l.sock.cur = nil
+	l.roll.unlinked(l.sock.path, removed)
 	_, err := os.Lstat(l.sock.path)
 	switch {
 	case removed:
@@ -216,9 +253,14 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 		return
 	}
 	if l.sock.cur == nil {
+		if l.roll.onDirEvent(filepath.Base(l.sock.path), ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove)) {
+			return // the mode: the path is no announcement of this instance now
+		}
 		// The path was freed: try now (not in the rolling-update mode).
 		if l.roll.reusesFreedPath() && ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
+			l.sock.freed = true
 			l.create(l.sock.reason)
+			l.sock.freed = false
 		}
 		return
 	}
@@ -231,6 +273,9 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 // socketLost: the path is no longer our socket. Deleted: serve a new one at
 // once. Replaced: leave the other file alone and retry with backoff.
 func (l *loop) socketLost() {
+	if l.roll.onPlainLost() {
+		return
+	}
 	if _, err := os.Lstat(l.sock.path); errors.Is(err, fs.ErrNotExist) {
 		if l.roll.onSocketDeleted() {
 			return

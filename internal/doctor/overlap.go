@@ -82,8 +82,19 @@ func (d *diagnosis) overlap(ctx context.Context, name string, entries []*Entry) 
 	for _, e := range entries {
 		id, v, ok := csiplugin.ParseRollingUpdateSocketName(name, filepath.Base(e.Path))
 		if !ok {
-			plain = append(plain, e.Path)
-			continue
+			// The driver's plain <name>-reg.sock: a registrar without the
+			// mode, or an instance of the mode that announced there after
+			// such a registrar left it (it serves its state; the name
+			// carries no instance).
+			st, err := within(ctx, d.opts.Timeout, func(c context.Context) (registrar.InstanceState, error) {
+				return registrar.FetchInstanceState(c, d.local(e.Path))
+			})
+			if err != nil || st.Instance == "" {
+				plain = append(plain, e.Path)
+				continue
+			}
+			id, v = st.Instance, st.Version
+			e.Instance = &Instance{ID: id, Version: v}
 		}
 		li := byID[id]
 		if li == nil {

@@ -189,6 +189,32 @@ func TestIntoTheMode(t *testing.T) {
 	if !r.Healthy() || len(r.Findings) != 1 {
 		t.Errorf("want healthy, that note only:\n%s", dump(r))
 	}
+
+	// The registrar without the mode leaves: the instance announces again
+	// at its path. The next rollout's overlap is two instances of the mode,
+	// the older one on <driver>-reg.sock (it tells its state there).
+	confirm(t, modeSock)
+	mode.await(t, registrar.StageRegistered)
+	plain.stop()
+	deadline := time.Now().Add(15 * time.Second)
+	for st := mode.reg.Status(); st.SocketPath != plainSock || st.Stage != registrar.StageWaitingForKubelet; st = mode.reg.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the instance did not announce at %s once the registrar without the mode left: %v", plainSock, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	confirm(t, plainSock)
+	mode.await(t, registrar.StageRegistered)
+	next := n.startInstance(t, "next-pod")
+	nextSock := next.await(t, registrar.StageWaitingForKubelet)
+	r = n.run(t, n.opts())
+	f = wantFinding(t, r, doctor.SeverityWarning, rolled, "rollout in progress: the new instance is not registered yet",
+		"instance "+csiplugin.InstanceID("next-pod")+" ("+filepath.Base(nextSock)+": newest",
+		"instance "+csiplugin.InstanceID("new-pod")+" ("+filepath.Base(plainSock)+": older, confirmed by the kubelet")
+	t.Logf("the next rollout, the older instance on the plain path: %s", f.Message)
+	if len(find(r, doctor.SeverityInfo, rolled)) != 0 {
+		t.Errorf("an instance of the mode on the plain path taken for a registrar without the mode:\n%s", dump(r))
+	}
 }
 
 // fakeInstance serves an announcement socket of the driver as an instance

@@ -261,6 +261,19 @@ func (h *recordingHandler) DeRegisterPlugin(ctx context.Context, name, endpoint 
 	h.record(handlerCall{op: "deregister", endpoint: endpoint})
 }
 
+// firstAfter returns when the first successful call of op after since
+// returned (zero: none).
+func (h *recordingHandler) firstAfter(op string, since time.Time) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.calls {
+		if c.op == op && c.err == nil && c.at.After(since) {
+			return c.at
+		}
+	}
+	return time.Time{}
+}
+
 // count returns how many calls of op on endpoint ("" any) happened since `since`.
 func (h *recordingHandler) count(op, endpoint string, since time.Time) int {
 	h.mu.Lock()
@@ -348,6 +361,7 @@ func (d *driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRe
 // instance (one pod).
 type instance struct {
 	label  string
+	log    *testLog // the registrar's log lines
 	r      *registrar.Registrar
 	cancel context.CancelFunc
 	done   chan error
@@ -365,13 +379,14 @@ func registrarOptions(d *driver, regDir, podUID string) registrar.Options {
 
 func startInstance(t *testing.T, label string, d *driver, regDir, podUID string) *instance {
 	opts := registrarOptions(d, regDir, podUID)
-	opts.Logger = slog.New(slog.NewTextHandler(newTestLog(t, "registrar "+label+": "), &slog.HandlerOptions{}))
+	log := newTestLog(t, "registrar "+label+": ")
+	opts.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{}))
 	r, err := registrar.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	i := &instance{label: label, r: r, cancel: cancel, done: make(chan error, 1)}
+	i := &instance{label: label, log: log, r: r, cancel: cancel, done: make(chan error, 1)}
 	go func() { i.done <- r.Run(ctx) }()
 	t.Cleanup(func() { i.stop(t) })
 	return i

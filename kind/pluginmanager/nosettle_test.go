@@ -1,9 +1,10 @@
 package pluginmanager
 
 // No fixed wait after a removal by name (issue 36, item 3): the mode
-// re-creates its own deleted announcement at the same path at once, and
-// takes the registration back from a failing successor as soon as it
-// published "failed"; the kubelet's own ordering keeps the Node annotation
+// re-creates its own deleted announcement at the same path at once,
+// announces again at once at the path of a registrar without the mode that
+// left, and takes the registration back from a failing successor as soon as
+// it published "failed"; the kubelet's own ordering keeps the Node annotation
 // and the CSINode entry, also when the API server answers Node updates
 // late (fakeSlowNodePatches).
 
@@ -152,5 +153,77 @@ func TestFailingSuccessorSlowAPI(t *testing.T) {
 	}
 	if got := w.endpoint(); got != "a" {
 		t.Errorf("the CSI handler dials %q, want a", got)
+	}
+}
+
+// TestPlainRemovedSlowAPI: the first rollout from a registrar without the
+// mode. P (without the mode) registered the driver at <driver>-reg.sock; A
+// (the mode) announced after it and holds the registration. P leaves: it
+// unlinks its socket by name, and the CSI handler unregisters the driver by
+// name, slowly (Node patches answered 1.5 s late). A announces again at
+// once at P's path, no settle: the kubelet registers it only once P's
+// deregistration ended (one operation per path), so the Node annotation and
+// the CSINode entry are there at the end, and the driver is unregistered
+// from the end of that deregistration until the next reconciler round
+// registers A there.
+func TestPlainRemovedSlowAPI(t *testing.T) {
+	w := newWorld(t, "plain-removed.csi.test")
+	p := startInstance(t, "p", w.driver("p", false), w.reg, "")
+	waitStage(w, p, registerWait, registrar.StageRegistered)
+	w.waitEndpoint(5*time.Second, "p")
+	a := startInstance(t, "a", w.driver("a", false), w.reg, "pod-a")
+	waitStage(w, a, registerWait, registrar.StageRegistered)
+	w.waitEndpoint(5*time.Second, "a")
+	plain := filepath.Join(w.reg, w.name+"-reg.sock")
+
+	slowNodePatches(t, w.kubelet, 1500*time.Millisecond)
+	mark := time.Now()
+	p.stop(t) // P unlinks its socket by name
+	w.eventually(registerWait, "A registered at P's path", func() bool {
+		st := a.r.Status()
+		return w.h.count("register", "", mark) > 0 && st.SocketPath == plain && st.Stage == registrar.StageRegistered &&
+			w.endpoint() == "a" && w.registeredNow(plain)
+	})
+	t.Logf("A registered at the plain path %s after P left (Node patches 1.5 s late)", time.Since(mark).Round(10*time.Millisecond))
+	w.pm.waitRounds(t, settleRounds)
+	w.eventually(registerWait, "the kubelet's operations ended", func() bool {
+		for _, n := range w.announcements() {
+			if w.pm.operationPending(filepath.Join(w.reg, n)) {
+				return false
+			}
+		}
+		return true
+	})
+
+	if !w.kubelet.nodeHasID(t, w.name) {
+		t.Errorf("the Node annotation %s lost %s for good", nodeIDAnnotation, w.name)
+	}
+	if !w.kubelet.csiNodeHas(t, w.name) {
+		t.Errorf("the CSINode lost %s for good", w.name)
+	}
+	if got := w.endpoint(); got != "a" {
+		t.Errorf("the CSI handler dials %q, want a", got)
+	}
+	if n, all := a.log.count("announcing again at the removed plain socket's path"), a.log.count("decision=take-back"); n != 1 || all != 1 {
+		t.Errorf("A took the registration back %d times, %d of them at the removed plain path; want once, there, at once (no settle)", all, n)
+	}
+	if n := w.h.count("deregister", "", mark); n != 1 {
+		t.Errorf("the kubelet called DeRegisterPlugin %d times after P left, want 1 (P's socket)", n)
+	}
+	if g := gaps(w.writes()); g > 1 {
+		t.Errorf("the CSINode lost the driver %d times, want at most 1 (P's exit)", g)
+	}
+	dereg, reg := w.h.firstAfter("deregister", mark), w.h.firstAfter("register", mark)
+	if dereg.IsZero() || reg.Before(dereg) {
+		t.Fatalf("want P's deregistration, then A's registration at the path: deregistered %v, registered %v\n%s", dereg, reg, w.h)
+	}
+	t.Logf("unregistered from the end of P's deregistration to the end of A's registration at its path (its Node patch 1.5 s late included): %s",
+		reg.Sub(dereg).Round(10*time.Millisecond))
+	if ks := w.pm.state(); len(ks.desiredOnly()) != 0 {
+		t.Errorf("the kubelet holds desired-only paths: %v\n%s", ks.desiredOnly(), ks)
+	}
+	own := ownSockets(w, "pod-a")
+	if len(own) != 0 {
+		t.Errorf("A's earlier announcements %v are still there once the one at the plain path is confirmed", own)
 	}
 }
