@@ -135,7 +135,7 @@ func (l *loop) onDriverStable() {
 // publishFallback publishes Status.Fallback (isFallback) when it changed.
 func (l *loop) publishFallback() {
 	self, _ := l.roll.self.get()
-	fb := isFallback(l.stage, self, l.roll.driverUnready())
+	fb := isFallback(l.stage, self, l.roll.driverUnready(), l.roll.yielded)
 	if l.r.status.get().Fallback != fb {
 		l.r.status.update(func(st *Status) { st.Fallback = fb })
 	}
@@ -143,10 +143,10 @@ func (l *loop) publishFallback() {
 
 // isFallback reports whether an instance at stage is a usable fallback
 // (Status.Fallback): standing by, with an announcement the kubelet
-// confirmed, not terminating, and its driver ready (not down, not
-// recovering): it takes the registration back at once if the newer
+// confirmed, not terminating, its driver ready (not down, not recovering),
+// and not yielding to a registrar without the mode at the plain path: it takes the registration back at once if the newer
 // instance's driver stops answering, so its pod stays Ready (/readyz) and
 // the DaemonSet keeps it beside the new one.
-func isFallback(stage Stage, self InstanceState, driverUnready bool) bool {
-	return stage == StageStandingBy && self.Confirmed && !self.Terminating && !driverUnready
+func isFallback(stage Stage, self InstanceState, driverUnready, yielded bool) bool {
+	return stage == StageStandingBy && self.Confirmed && !self.Terminating && !driverUnready && !yielded
 }

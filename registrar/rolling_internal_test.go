@@ -40,7 +40,8 @@ func TestReadBootTime(t *testing.T) {
 
 // Only a standing-by instance the kubelet confirmed, not leaving, whose
 // driver is ready is a fallback (/readyz 200): one whose driver is down or
-// recovering, or that was never confirmed, could not take the registration
+// recovering, that was never confirmed, or that yields to a registrar
+// without the mode holding the plain path, could not take the registration
 // back at once, and one registered is ready by its own rule.
 func TestIsFallback(t *testing.T) {
 	confirmed := InstanceState{Confirmed: true}
@@ -49,16 +50,18 @@ func TestIsFallback(t *testing.T) {
 		stage   Stage
 		self    InstanceState
 		unready bool
+		yielded bool
 		want    bool
 	}{
-		{"standing by, confirmed, driver ready", StageStandingBy, confirmed, false, true},
-		{"standing by, driver down or recovering", StageStandingBy, confirmed, true, false},
-		{"standing by, never confirmed", StageStandingBy, InstanceState{}, false, false},
-		{"standing by, terminating", StageStandingBy, InstanceState{Confirmed: true, Terminating: true}, false, false},
-		{"registered", StageRegistered, confirmed, false, false},
-		{"waiting for the kubelet", StageWaitingForKubelet, confirmed, false, false},
+		{"standing by, confirmed, driver ready", StageStandingBy, confirmed, false, false, true},
+		{"standing by, driver down or recovering", StageStandingBy, confirmed, true, false, false},
+		{"standing by, yielded to a registrar without the mode", StageStandingBy, confirmed, false, true, false},
+		{"standing by, never confirmed", StageStandingBy, InstanceState{}, false, false, false},
+		{"standing by, terminating", StageStandingBy, InstanceState{Confirmed: true, Terminating: true}, false, false, false},
+		{"registered", StageRegistered, confirmed, false, false, false},
+		{"waiting for the kubelet", StageWaitingForKubelet, confirmed, false, false, false},
 	} {
-		if got := isFallback(c.stage, c.self, c.unready); got != c.want {
+		if got := isFallback(c.stage, c.self, c.unready, c.yielded); got != c.want {
 			t.Errorf("%s: isFallback = %v, want %v", c.what, got, c.want)
 		}
 	}
