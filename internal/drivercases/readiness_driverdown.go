@@ -153,6 +153,7 @@ func (s *suite) newerDriverFails(t *check) {
 	// Seen (in the order of the watch, not by clocks) before the restore:
 	// the controller deleted the old pod while minReadySeconds held it.
 	seen.early = !oldGone().IsZero()
+	seen.held = time.Now()
 	restoreMinReady()
 	if oldGone().IsZero() {
 		await(t, ctx, podRec, 0, rolloutWait, "the old pod deleted", oldGoing)
@@ -183,17 +184,30 @@ type r5Seen struct {
 	started          time.Time // the new pod's driver container ran again
 	backNew          time.Time // the kubelet registered the new pod's endpoint again (zero: not within takeBackWait)
 	early            bool      // the old pod's deletion was seen before minReadySeconds was restored: it was not Ready beside the new one
-	oldGone          time.Time // the old pod's deletion was asked
-	oldRegisters     int       // the old pod's endpoint registered after the kill and before oldGone
-	newRegisters     int       // the new pod's endpoint registered after backOld and before oldGone
+	oldGone          time.Time // the old pod's deletion was asked (a second's resolution)
+	held             time.Time // minReadySeconds restored: before it, only a pod not Ready could go
+	oldRegisters     int       // the old pod's endpoint registered after the kill and before until()
+	newRegisters     int       // the new pod's endpoint registered after backOld and before until()
 	deregistered     []string  // the kubelet's DeRegisterPlugin lines for the driver after the kill
+}
+
+// until is the end of the window "while the old pod stands": when
+// minReadySeconds was restored, or the old pod's deletion if it came
+// earlier. (A deletionTimestamp has a second's resolution: a deletion that
+// follows the new pod's last registration within the second would
+// otherwise end the window before it.)
+func (s *r5Seen) until() time.Time {
+	if s.early || s.held.IsZero() {
+		return s.oldGone
+	}
+	return s.held
 }
 
 // count fills the counts of s from the kubelet's log.
 func (s *r5Seen) count(log, driver string) {
-	s.oldRegisters = registersBetween(log, driver, s.oldSock, s.kill, s.oldGone)
+	s.oldRegisters = registersBetween(log, driver, s.oldSock, s.kill, s.until())
 	if !s.backOld.IsZero() {
-		s.newRegisters = registersBetween(log, driver, s.newSock, s.backOld, s.oldGone)
+		s.newRegisters = registersBetween(log, driver, s.newSock, s.backOld, s.until())
 	}
 	s.deregistered = nil
 	for _, line := range strings.Split(log, "\n") {

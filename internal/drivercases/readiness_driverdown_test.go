@@ -96,3 +96,23 @@ I1127 02:30:30.000100    1234 csi_plugin.go:120] kubernetes.io/csi: Register new
 		t.Errorf("new endpoint over the whole log: %d, want 3", got)
 	}
 }
+
+// The window "while the old pod stands" ends when minReadySeconds was
+// restored, not at the old pod's deletionTimestamp (a second's resolution,
+// which may fall before a registration that preceded the deletion), unless
+// the deletion came first.
+func TestR5WindowEnd(t *testing.T) {
+	base := time.Date(2026, 11, 27, 5, 18, 51, 0, time.UTC)
+	held, gone := base.Add(900*time.Millisecond), base // deleted within the second after the restore
+	log := "I1127 05:18:51.300000   30782 csi_plugin.go:119] kubernetes.io/csi: Register new plugin with name: d at endpoint: /p/new.sock\n"
+	s := r5Seen{newSock: "new.sock", backOld: base.Add(-5 * time.Second), kill: base.Add(-6 * time.Second), held: held, oldGone: gone}
+	s.count(log, "d")
+	if s.newRegisters != 1 {
+		t.Errorf("registrations counted until the restore: %d, want 1", s.newRegisters)
+	}
+	s.early = true
+	s.count(log, "d")
+	if s.newRegisters != 0 {
+		t.Errorf("old pod deleted before the restore: registrations counted until its deletion: %d, want 0", s.newRegisters)
+	}
+}
