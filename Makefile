@@ -44,15 +44,8 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 # supported minor's kubelet code (go.mod: the newest; k8s-<minor>.mod: the others;
 # K8S_MINORS="1.36 1.37" picks). Its own module, outside `make test`'s race build.
 K8S_MINORS ?= 1.34 1.35 1.36 1.37
-test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (~3 min per minor warm, ~25 min cold for the four)
-	cd kind/pluginmanager && failed=; for m in $(K8S_MINORS); do \
-		mf=; [ ! -f k8s-$$m.mod ] || mf=-modfile=k8s-$$m.mod; start=$$SECONDS; \
-		[ -n "$$mf" ] || grep -q "k8s.io/kubernetes v$$m\." go.mod || \
-			{ echo "K8S_MINORS: no kubelet code for $$m (kind/pluginmanager has go.mod and k8s-<minor>.mod; add one with ./gen-modfile.sh $$m)" >&2; exit 2; }; \
-		echo "== kubelet $$m ($${mf:-go.mod})"; \
-		r=ok; $(GO) vet $$mf -tags k8s_$${m/./_}$(PM_TAGS) ./... && $(GO) test $$mf -tags k8s_$${m/./_}$(PM_TAGS) -count=1 $(PM_RUN) ./... || { r=FAIL; failed+=" $$m"; }; \
-		echo "== kubelet $$m: $$r in $$((SECONDS - start)) s"; \
-	done; [ -z "$$failed" ] || { echo "test-pluginmanager failed on kubelet code:$$failed" >&2; exit 1; }
+test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (the minors side by side: ~5 min warm)
+	GO=$(GO) K8S_MINORS="$(K8S_MINORS)" PM_TAGS="$(PM_TAGS)" PM_RUN="$(PM_RUN)" bash kind/pluginmanager/minors.sh
 
 # The hygiene bounds of the rolling-update mode (issue 36: at most one retired
 # registration per handover in the kubelet's actual state, no path in its desired
@@ -60,7 +53,7 @@ test-pluginmanager: ## the rolling-update mode against each supported kubelet's 
 # so of CI); this target runs only them.
 .PHONY: test-pluginmanager-hygiene
 test-pluginmanager-hygiene: ## only the mode's hygiene bounds against each kubelet's plugin manager (part of test-pluginmanager)
-	@$(MAKE) --no-print-directory test-pluginmanager PM_RUN="-run 'TestHandoverHygiene|TestRebootDeadAnnouncement|TestKubeletRestartDeadLeftovers|TestSuccessorDeletedAsItStarts'"
+	@$(MAKE) --no-print-directory test-pluginmanager PM_RUN='TestHandoverHygiene|TestRebootDeadAnnouncement|TestKubeletRestartDeadLeftovers|TestSuccessorDeletedAsItStarts'
 
 # The same tests, and patched_test.go (tag csi_deregister_by_endpoint), against the CSI
 # handler with our patch (K8S_PATCH, kind/localnode/patches/; 1.37 only): the patched copy of
@@ -70,7 +63,7 @@ test-pluginmanager-patched: ## the mode against the kubelet's plugin manager and
 	src=$$(K8S=1.37 K8S_PATCH=$(or $(K8S_PATCH),csi-deregister-by-endpoint) bash kind/localnode/build-patched.sh --source) && \
 	cp kind/pluginmanager/go.mod $$src.pluginmanager.mod && cp kind/pluginmanager/go.sum $$src.pluginmanager.sum && \
 	$(GO) mod edit -replace k8s.io/kubernetes=$$src $$src.pluginmanager.mod && \
-	cd kind/pluginmanager && CGO_ENABLED=0 $(GO) test -trimpath -modfile=$$src.pluginmanager.mod -tags k8s_1_37,csi_deregister_by_endpoint -count=1 $(PM_RUN) ./...
+	cd kind/pluginmanager && CGO_ENABLED=0 $(GO) test -trimpath -modfile=$$src.pluginmanager.mod -tags k8s_1_37,csi_deregister_by_endpoint -count=1 $(if $(PM_RUN),-run '$(PM_RUN)') ./...
 
 bench-pluginmanager: ## what registrations the kubelet keeps cost its plugin manager's reconciler, per round, at 1 to 1000 entries (go.mod's kubelet code)
 	cd kind/pluginmanager && $(GO) test -run '^$$' -bench BenchmarkReconcile -benchtime $(or $(BENCHTIME),3s) -count $(or $(COUNT),3) .

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# make test-pluginmanager: the in-process plugin-manager tests against each kubelet
+# minor's code (go.mod, or k8s-<minor>.mod). Each minor is vetted and its test binary
+# built one after the other (that part uses the CPU), then the binaries run side by side:
+# they wait on the kubelet's reconciler rounds, not on the CPU (about 3 s of CPU in 220 s
+# each, 2026-11-27). Each minor's output is printed whole once all ended, with its time.
+#   [GO] [K8S_MINORS] [PM_TAGS] [PM_RUN] bash kind/pluginmanager/minors.sh
+# PM_TAGS: more build tags, each with a leading comma; PM_RUN: a -run regular expression.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+go=${GO:-go}
+minors=${K8S_MINORS:-1.34 1.35 1.36 1.37}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+failed=
+built=()
+for m in $minors; do
+  mf=
+  [[ ! -f k8s-$m.mod ]] || mf=-modfile=k8s-$m.mod
+  if [[ -z $mf ]] && ! grep -q "k8s.io/kubernetes v$m\." go.mod; then
+    echo "K8S_MINORS: no kubelet code for $m (kind/pluginmanager has go.mod and k8s-<minor>.mod; add one with ./gen-modfile.sh $m)" >&2
+    exit 2
+  fi
+  tags=k8s_${m/./_}${PM_TAGS:-}
+  start=$SECONDS
+  echo "== kubelet $m (${mf:-go.mod}): vet and build"
+  if $go vet $mf -tags "$tags" ./... && $go test $mf -tags "$tags" -c -o "$tmp/$m.test" .; then
+    built+=("$m")
+    echo "== kubelet $m: built in $((SECONDS - start)) s"
+  else
+    failed+=" $m"
+  fi
+done
+
+run=()
+[[ -z ${PM_RUN:-} ]] || run=(-test.run "$PM_RUN")
+pids=()
+for m in "${built[@]}"; do
+  (
+    start=$SECONDS
+    r=ok
+    "$tmp/$m.test" -test.count=1 -test.timeout=20m "${run[@]}" >"$tmp/$m.log" 2>&1 || r=FAIL
+    echo "$r in $((SECONDS - start)) s" >"$tmp/$m.result"
+  ) &
+  pids+=($!)
+done
+[[ ${#pids[@]} -eq 0 ]] || wait "${pids[@]}"
+for m in "${built[@]}"; do
+  echo "== kubelet $m: tests"
+  cat "$tmp/$m.log"
+  echo "== kubelet $m: $(cat "$tmp/$m.result")"
+  grep -q '^ok' "$tmp/$m.result" || failed+=" $m"
+done
+if [[ -n $failed ]]; then
+  echo "test-pluginmanager failed on kubelet code:$failed" >&2
+  exit 1
+fi
