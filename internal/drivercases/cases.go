@@ -198,13 +198,9 @@ func (s *suite) podDeleted(t *check) {
 	atExit := s.registryAtExit(ctx, podRec, n, old.UID, d.registrar)
 	// The replacement is a pod that did not exist before the delete: on
 	// several nodes, the workload's other pods are Ready all along.
-	before, err := s.cl.Pods(ctx)
+	existed, err := s.podUIDs(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	existed := map[types.UID]bool{}
-	for _, p := range before {
-		existed[p.UID] = true
 	}
 
 	t0 := time.Now()

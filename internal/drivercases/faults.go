@@ -13,7 +13,6 @@ import (
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/sockowner"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The faults of cases 2-5, as case 8 injects them during rollouts.
@@ -83,13 +82,9 @@ func (s *suite) rolloutsWithFaults(t *check) {
 	var injected []string
 	kills := 0
 	for i := 1; i <= rollouts; i++ {
-		old, err := s.cl.Pods(ctx)
+		prev, err := s.podUIDs(ctx)
 		if err != nil {
 			t.Fatal(err)
-		}
-		prev := map[types.UID]bool{}
-		for _, p := range old {
-			prev[p.UID] = true
 		}
 		fault := faults[rand.IntN(len(faults))]
 		delay := rand.N(faultWithin)

@@ -131,13 +131,9 @@ func (s *suite) volumesAcross(t *check) {
 	oldInfo, oldErr := s.askInstance(ctx, n, oldSock)
 	t.Logf("%d volumes published through the old instance (pod %s, socket %s) before the rollout", acrossVolumes, old.Name, oldSock)
 
-	before, err := s.cl.Pods(ctx)
+	was, err := s.podUIDs(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	was := map[types.UID]bool{}
-	for _, p := range before {
-		was[p.UID] = true
 	}
 	var samp *socketSampler
 	if d.spec.HostSocket != "" && perPod(d.spec.HostSocket) {

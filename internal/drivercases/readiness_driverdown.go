@@ -71,13 +71,9 @@ func (s *suite) newerDriverFails(t *check) {
 	}
 	nodeRec, cnRec := s.recordNode(t, ctx, n)
 	podRec := s.recordPods(t, ctx)
-	before, err := s.cl.Pods(ctx)
+	was, err := s.podUIDs(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	was := map[types.UID]bool{}
-	for _, p := range before {
-		was[p.UID] = true
 	}
 	old := s.podOn(t, ctx, n)
 	seen := r5Seen{oldPod: old.Name, oldSock: s.socketFor(old)}

@@ -133,14 +133,10 @@ func (s *suite) rollHeld(t *check, ctx context.Context, value string) (notHeld s
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rolloutWait)
 		defer cancel()
-		pods, err := s.cl.Pods(cctx)
+		was, err := s.podUIDs(cctx)
 		if err != nil {
 			t.Logf("restore the pod template: %v", err)
 			return
-		}
-		was := map[types.UID]bool{}
-		for _, p := range pods {
-			was[p.UID] = true
 		}
 		t0 := time.Now()
 		if _, err := s.editTemplate(cctx, func(tpl *corev1.PodTemplateSpec) {

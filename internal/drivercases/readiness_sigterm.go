@@ -31,13 +31,9 @@ func (s *suite) servesAfterTerm(t *check) {
 		}
 		t.notJudged("the driver's socket %s does not answer before the delete (%s), so whether it serves after SIGTERM cannot be told. See %s", sock, why, ReadinessDoc)
 	}
-	before, err := s.cl.Pods(ctx)
+	was, err := s.podUIDs(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	was := map[types.UID]bool{}
-	for _, p := range before {
-		was[p.UID] = true
 	}
 	t0 := time.Now()
 	if err := s.cl.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {

@@ -61,13 +61,9 @@ func (s *suite) rollout(t *check) {
 		a, b := s.recordNode(t, ctx, n)
 		r[n] = recs{a, b}
 	}
-	pods, err := s.cl.Pods(ctx)
+	before, err := s.podUIDs(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	before := map[types.UID]bool{}
-	for _, p := range pods {
-		before[p.UID] = true
 	}
 
 	var load *mountLoad

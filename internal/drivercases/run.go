@@ -314,6 +314,20 @@ func (s *suite) samePod(t *check, ctx context.Context, before *corev1.Pod) *core
 	return now
 }
 
+// podUIDs returns the UIDs of the workload's pods now: the set a rollout
+// started next replaces (awaitRolledOut, awaitReplaced).
+func (s *suite) podUIDs(ctx context.Context) (map[types.UID]bool, error) {
+	pods, err := s.cl.Pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	uids := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		uids[p.UID] = true
+	}
+	return uids, nil
+}
+
 func (s *suite) podOn(t *check, ctx context.Context, node string) *corev1.Pod {
 	p, err := s.cl.PodOn(ctx, node)
 	if err != nil {
