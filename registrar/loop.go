@@ -160,10 +160,6 @@ type socketState struct {
 	awaiting awaiting                        // the kubelet's next step
 	backoff  *backoff                        // between socket re-creations
 	reason   string                          // of the re-creation alarms.retryAt triggers
-	// freed: create runs because the path's previous socket was just
-	// unlinked (its Remove event): its owner's lock may still be held a
-	// moment (sockfile unlinks, then unlocks).
-	freed bool
 }
 
 // alarms are the loop's timers.

@@ -47,7 +47,7 @@ func (l *loop) create(reason string) {
 			l.closeSocket(reason)
 		}
 	}
-	sock, err := l.listen(l.sock.path, l.sock.freed || l.roll != nil && l.roll.atPlain)
+	sock, err := sockfile.Listen(l.sock.path)
 	if err != nil && l.roll != nil && l.roll.atPlain {
 		// The plain path was taken as this instance listened: never touched.
 		l.roll.withdrawSuperseded()
@@ -83,35 +83,6 @@ func (l *loop) create(reason string) {
 		l.log.Info("registration socket created", "reason", reason, "outcome", "serving")
 	}
 	l.publish(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
-}
-
-// freedLockWait bounds how long a socket created on the path's Remove
-// event waits for the lock file of the registrar that just unlinked its
-// socket there (sockfile releases it right after the unlink:
-// microseconds), polled every freedLockPoll.
-const (
-	freedLockWait = 100 * time.Millisecond
-	freedLockPoll = 2 * time.Millisecond
-)
-
-// listen creates the socket at path. With awaitRelease (the path was just
-// freed), a lock held with no file at the path is its previous owner
-// releasing it, or another registrar creating its socket there: awaited a
-// moment (real time, at most freedLockWait), until either is over.
-func (l *loop) listen(path string, awaitRelease bool) (*sockfile.Socket, error) {
-	sock, err := sockfile.Listen(path)
-	for waited := time.Duration(0); err != nil && awaitRelease && waited < freedLockWait; waited += freedLockPoll {
-		var le *sockfile.ListenError
-		if !errors.As(err, &le) || le.Kind != sockfile.KindInUse {
-			break
-		}
-		if _, serr := os.Lstat(path); serr == nil {
-			break // a file at the path: taken
-		}
-		time.Sleep(freedLockPoll)
-		sock, err = sockfile.Listen(path)
-	}
-	return sock, err
 }
 
 // closeSocket stops serving the current socket and removes its file if it
@@ -258,9 +229,7 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 		}
 		// The path was freed: try now (not in the rolling-update mode).
 		if l.roll.reusesFreedPath() && ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
-			l.sock.freed = true
 			l.create(l.sock.reason)
-			l.sock.freed = false
 		}
 		return
 	}

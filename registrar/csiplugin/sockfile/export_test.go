@@ -13,3 +13,10 @@ func Abandon(s *Socket) {
 		}
 	}
 }
+
+// UnlinkOnly does the first half of Close: the listener closed and the
+// socket file unlinked, the lock still held; Close does the rest.
+func UnlinkOnly(s *Socket) {
+	s.listener.Close()
+	unix.Unlinkat(s.dirfd, s.name, 0)
+}

@@ -166,7 +166,7 @@ func (s *Socket) lock() error {
 		if err != nil {
 			return createError(s.path, s.dir, "the lock file "+name, err)
 		}
-		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err := s.flock(fd); err != nil {
 			unix.Close(fd)
 			if errors.Is(err, syscall.EWOULDBLOCK) {
 				return inUse(s.path, fmt.Sprintf("another process holds its lock file %s: it serves or is creating this socket",
@@ -186,6 +186,32 @@ func (s *Socket) lock() error {
 		unix.Close(fd)
 	}
 	return inUse(s.path, "its lock file keeps being replaced by another process")
+}
+
+// releaseWait bounds how long lock waits for a lock held while no file is
+// at the socket's path, polled every releasePoll: its holder is between
+// Close's unlink and its release, or between its lock and its bind (a
+// listener woken by the path's Remove event meets the first); either ends
+// within microseconds.
+const (
+	releaseWait = 100 * time.Millisecond
+	releasePoll = 2 * time.Millisecond
+)
+
+// flock takes the lock on fd without blocking; while another process holds
+// it and no file is at the socket's path, it tries again for up to
+// releaseWait.
+func (s *Socket) flock(fd int) error {
+	deadline := time.Now().Add(releaseWait)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		var st unix.Stat_t
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) ||
+			unix.Fstatat(s.dirfd, s.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			return err
+		}
+		time.Sleep(releasePoll)
+	}
 }
 
 // release removes the lock file if it still is ours, and closes the

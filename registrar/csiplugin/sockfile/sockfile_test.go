@@ -424,3 +424,33 @@ func TestRemoveDeadByName(t *testing.T) {
 		}
 	}
 }
+
+// A listener woken by the Remove of the path meets the lock of the owner
+// that unlinked its socket and has not released the lock yet (Close
+// unlinks, then unlocks): Listen waits for the release instead of calling
+// the path in use. With a file at the path, the lock stands for it: no wait.
+func TestListenAwaitsTheReleaseAfterTheUnlink(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d-reg.sock")
+	old, err := sockfile.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockfile.UnlinkOnly(old)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(20 * time.Millisecond)
+		old.Close()
+	}()
+	s, err := sockfile.Listen(path)
+	<-released
+	if err != nil {
+		t.Fatalf("Listen while the previous owner released its lock after the unlink: %v", err)
+	}
+	defer s.Close()
+
+	var le *sockfile.ListenError
+	if _, err := sockfile.Listen(path); !errors.As(err, &le) || le.Kind != sockfile.KindInUse {
+		t.Fatalf("a second Listen at a served path: %v, want KindInUse", err)
+	}
+}
