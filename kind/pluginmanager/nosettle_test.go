@@ -91,17 +91,7 @@ func TestOwnSocketDeletedSlowAPI(t *testing.T) {
 		return w.h.count("register", "", mark) > 0 && w.registeredNow(path) && a.r.Status().Stage == registrar.StageRegistered
 	})
 	t.Logf("A registered again %s after the deletion (Node patches 1.5 s late)", time.Since(mark).Round(10*time.Millisecond))
-	w.pm.waitRounds(t, settleRounds)
-
-	if !w.kubelet.nodeHasID(t, w.name) {
-		t.Errorf("the Node annotation %s lost %s for good", nodeIDAnnotation, w.name)
-	}
-	if !w.kubelet.csiNodeHas(t, w.name) {
-		t.Errorf("the CSINode lost %s for good", w.name)
-	}
-	if got := w.endpoint(); got != "a" {
-		t.Errorf("the CSI handler dials %q, want a", got)
-	}
+	w.keptRegistered(t, "a", false)
 	if own := ownSockets(w, "pod-a"); len(own) != 1 || own[0] != filepath.Base(path) {
 		t.Errorf("A's announcements are %v, want only %s (the same path, the same version)", own, filepath.Base(path))
 	}
@@ -135,25 +125,7 @@ func TestFailingSuccessorSlowAPI(t *testing.T) {
 		return w.h.count("register", "", mark) > 1 && w.endpoint() == "a" && a.r.Status().Stage == registrar.StageRegistered
 	})
 	t.Logf("A registered again %s after B started (Node patches 1.5 s late)", time.Since(mark).Round(10*time.Millisecond))
-	w.pm.waitRounds(t, settleRounds)
-	w.eventually(registerWait, "the kubelet's operations ended", func() bool {
-		for _, n := range w.announcements() {
-			if w.pm.operationPending(filepath.Join(w.reg, n)) {
-				return false
-			}
-		}
-		return true
-	})
-
-	if !w.kubelet.nodeHasID(t, w.name) {
-		t.Errorf("the Node annotation %s lost %s for good", nodeIDAnnotation, w.name)
-	}
-	if !w.kubelet.csiNodeHas(t, w.name) {
-		t.Errorf("the CSINode lost %s for good", w.name)
-	}
-	if got := w.endpoint(); got != "a" {
-		t.Errorf("the CSI handler dials %q, want a", got)
-	}
+	w.keptRegistered(t, "a", true)
 }
 
 // TestPlainRemovedSlowAPI: the first rollout from a registrar without the
@@ -185,25 +157,7 @@ func TestPlainRemovedSlowAPI(t *testing.T) {
 			w.endpoint() == "a" && w.registeredNow(plain)
 	})
 	t.Logf("A registered at the plain path %s after P left (Node patches 1.5 s late)", time.Since(mark).Round(10*time.Millisecond))
-	w.pm.waitRounds(t, settleRounds)
-	w.eventually(registerWait, "the kubelet's operations ended", func() bool {
-		for _, n := range w.announcements() {
-			if w.pm.operationPending(filepath.Join(w.reg, n)) {
-				return false
-			}
-		}
-		return true
-	})
-
-	if !w.kubelet.nodeHasID(t, w.name) {
-		t.Errorf("the Node annotation %s lost %s for good", nodeIDAnnotation, w.name)
-	}
-	if !w.kubelet.csiNodeHas(t, w.name) {
-		t.Errorf("the CSINode lost %s for good", w.name)
-	}
-	if got := w.endpoint(); got != "a" {
-		t.Errorf("the CSI handler dials %q, want a", got)
-	}
+	w.keptRegistered(t, "a", true)
 	if n, all := a.log.count("announcing again at the removed plain socket's path"), a.log.count("decision=take-back"); n != 1 || all != 1 {
 		t.Errorf("A took the registration back %d times, %d of them at the removed plain path; want once, there, at once (no settle)", all, n)
 	}
@@ -225,5 +179,33 @@ func TestPlainRemovedSlowAPI(t *testing.T) {
 	own := ownSockets(w, "pod-a")
 	if len(own) != 0 {
 		t.Errorf("A's earlier announcements %v are still there once the one at the plain path is confirmed", own)
+	}
+}
+
+// keptRegistered waits settleRounds of the plugin manager (and, with
+// opsEnded, until no kubelet operation on an announcement is pending), then
+// checks that the driver kept its Node annotation and CSINode entry, and
+// that the CSI handler dials endpoint.
+func (w *world) keptRegistered(t *testing.T, endpoint string, opsEnded bool) {
+	t.Helper()
+	w.pm.waitRounds(t, settleRounds)
+	if opsEnded {
+		w.eventually(registerWait, "the kubelet's operations ended", func() bool {
+			for _, n := range w.announcements() {
+				if w.pm.operationPending(filepath.Join(w.reg, n)) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if !w.kubelet.nodeHasID(t, w.name) {
+		t.Errorf("the Node annotation %s lost %s for good", nodeIDAnnotation, w.name)
+	}
+	if !w.kubelet.csiNodeHas(t, w.name) {
+		t.Errorf("the CSINode lost %s for good", w.name)
+	}
+	if got := w.endpoint(); got != endpoint {
+		t.Errorf("the CSI handler dials %q, want %s", got, endpoint)
 	}
 }
