@@ -69,6 +69,23 @@ func (d *dirEvents) removes(name string) int {
 	return n
 }
 
+// atPlainPath starts an instance beside a registrar without the mode at the
+// driver's plain path, lets that registrar leave (unlinking its socket by
+// name) and checks that the instance announced again at that path. It
+// returns the instance, its first announcement and the plain path.
+func atPlainPath(t *testing.T, e env, clk *registrar.FakeClock, pod string) (in instance, first, plain string) {
+	t.Helper()
+	plain = e.regSock(stubName)
+	leave := plainRegistrar(t, plain)
+	in = startInstance(t, e, clk, pod)
+	first = announced(t, in, "")
+	leave()
+	if got := in.serving(t, first); got != plain {
+		t.Fatalf("announced at %s, want %s", got, plain)
+	}
+	return in, first, plain
+}
+
 // registerAt registers the socket as the kubelet does and waits until the
 // instance logs the confirmation.
 func registerAt(t *testing.T, in instance, sock string) {
@@ -151,14 +168,7 @@ func TestRollingUpdatePlainPathOwnUnlinkIgnored(t *testing.T) {
 	e := newEnv(t)
 	clk := registrar.NewFakeClock()
 	events := watchDir(t, e.regDir)
-	plain := e.regSock(stubName)
-	leave := plainRegistrar(t, plain)
-	a := startInstance(t, e, clk, "pod-a")
-	sockA := announced(t, a, "")
-	leave()
-	if got := a.serving(t, sockA); got != plain {
-		t.Fatalf("announced at %s, want %s", got, plain)
-	}
+	a, sockA, plain := atPlainPath(t, e, clk, "pod-a")
 	// The kubelet never asks it: a new announcement after --kubelet-wait
 	// replaces it, and the unasked one at the plain path is unlinked by name.
 	clk.Fire(t, registrar.DefaultKubeletWait, patience)
@@ -189,14 +199,7 @@ func TestRollingUpdatePlainPathOwnUnlinkIgnored(t *testing.T) {
 func TestRollingUpdatePlainPathTakenBackByPlainRegistrar(t *testing.T) {
 	e := newEnv(t)
 	clk := registrar.NewFakeClock()
-	plain := e.regSock(stubName)
-	leave := plainRegistrar(t, plain)
-	a := startInstance(t, e, clk, "pod-a")
-	sockA := announced(t, a, "")
-	leave()
-	if got := a.serving(t, sockA); got != plain {
-		t.Fatalf("announced at %s, want %s", got, plain)
-	}
+	a, _, plain := atPlainPath(t, e, clk, "pod-a")
 	registerAt(t, a, plain)
 
 	// node-driver-registrar starts: it removes our socket, then listens.
@@ -238,14 +241,7 @@ func TestRollingUpdatePlainPathTakenBackByPlainRegistrar(t *testing.T) {
 func TestRollingUpdatePlainPathHandedToPlainRegistrar(t *testing.T) {
 	e := newEnv(t)
 	clk := registrar.NewFakeClock()
-	plain := e.regSock(stubName)
-	leave := plainRegistrar(t, plain)
-	m := startInstance(t, e, clk, "pod-m")
-	sockM := announced(t, m, "")
-	leave()
-	if got := m.serving(t, sockM); got != plain {
-		t.Fatalf("announced at %s, want %s", got, plain)
-	}
+	m, _, plain := atPlainPath(t, e, clk, "pod-m")
 	registerAt(t, m, plain)
 
 	startStubDriver(t, e, stubName)
