@@ -93,15 +93,9 @@ func TestRolloutHygiene(tt *testing.T) {
 		if err := setRolloutAnnotation(ctx, fmt.Sprintf("hygiene-%d-%d", t0.Unix(), i)); err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
+		if _, err := rolloutDone(ctx, cl, cfg.Driver, before, 3*time.Minute); err != nil {
 			t.Fatalf("rollout %d: %v", i, err)
 		}
-		if err := awaitGone(ctx, before, 2*time.Minute); err != nil {
-			t.Fatalf("rollout %d: %v", i, err)
-		}
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
-		t.Fatal(err)
 	}
 	logf("hygiene: %d rollouts of %s in %.1f s", hygieneRollouts, manifestsDir, time.Since(t0).Seconds())
 	// The bounds within a window (a retired path the kubelet is still

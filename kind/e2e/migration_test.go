@@ -205,21 +205,13 @@ func migrationStep(t *recapT, ctx context.Context, mc *Cluster, up imageArchive,
 		t.Errorf("row %s: %v", r.name, err)
 		return f, false
 	}
-	// The old pods' exit is part of the step (their registrar unlinks its
-	// socket then): wait until they are gone, then registered again.
-	err = mc.RolledOut(ctx, migrationDriver, 4*time.Minute)
-	if err == nil {
-		err = awaitGone(ctx, before, 2*time.Minute)
-	}
-	if err == nil {
-		err = mc.RolledOut(ctx, migrationDriver, 2*time.Minute)
-	}
+	done, err := rolloutDone(ctx, mc, migrationDriver, before, 4*time.Minute)
 	if err != nil {
 		t.Errorf("row %s: %v", r.name, err)
 		return f, false
 	}
-	f.rollout = time.Since(t0)
-	time.Sleep(migrationSettle)
+	f.rollout = done.Sub(t0)
+	time.Sleep(migrationSettle - kubeletRound)
 	f.started, f.neverRan, err = migrationWorkloadDone(ctx, wl)
 	if err != nil {
 		t.Errorf("row %s: the inline-volume pods: %v", r.name, err)

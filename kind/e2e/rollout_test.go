@@ -361,17 +361,9 @@ func TestRollingUpdateIntoAndOutOfMode(tt *testing.T) {
 		if err := cl.Apply(ctx, step.dir); err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
+		done, err := rolloutDone(ctx, cl, cfg.Driver, before, 3*time.Minute)
+		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
-		}
-		// The old pods' exit is part of the step (a registrar without the mode
-		// unlinks its socket then): wait until they are gone, then until the
-		// driver is registered again.
-		if err := awaitGone(ctx, before, 2*time.Minute); err != nil {
-			t.Fatalf("%s: %v", step.name, err)
-		}
-		if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
-			t.Fatalf("%s: after the old pods left: %v", step.name, err)
 		}
 		after, err := cl.Pods(ctx)
 		if err != nil {
@@ -382,12 +374,38 @@ func TestRollingUpdateIntoAndOutOfMode(tt *testing.T) {
 				t.Errorf("%s: node %s: no new pod (before %v, after %v)", step.name, n, podUID(before[n]), podUID(after[n]))
 			}
 			gaps := registrationGaps(recs[n], from[n], cfg.Driver, n)
-			logf("%s (kubectl apply -k %s): rolled out in %.1f s; node %s: %s", step.name, step.dir, time.Since(start).Seconds(), n, orNone(gaps))
+			logf("%s (kubectl apply -k %s): rolled out in %.1f s; node %s: %s", step.name, step.dir, done.Sub(start).Seconds(), n, orNone(gaps))
 			if len(gaps) > 1 {
 				t.Errorf("%s: node %s: more than one gap: %s", step.name, n, strings.Join(gaps, "; "))
 			}
 		}
 	}
+}
+
+// rolloutDone waits for the end of a rollout step: the DaemonSet rolled out
+// (within timeout), the old pods (before) gone, the driver registered; it
+// returns that moment. Then it watches one kubeletRound more and waits until
+// the driver is registered again: the old pods' exit is part of the step (a
+// registrar without the mode unlinks its socket by name as it exits), and the
+// kubelet unregisters the driver in its next round, which may come after the
+// pod object is gone (seen on kind: 0.3 s after). The round is an
+// observation window, not a wait for a state.
+func rolloutDone(ctx context.Context, c *Cluster, driver string, before map[string]*corev1.Pod, timeout time.Duration) (time.Time, error) {
+	if err := c.RolledOut(ctx, driver, timeout); err != nil {
+		return time.Time{}, err
+	}
+	if err := awaitGone(ctx, before, 2*time.Minute); err != nil {
+		return time.Time{}, err
+	}
+	if err := c.RolledOut(ctx, driver, 2*time.Minute); err != nil {
+		return time.Time{}, fmt.Errorf("after the old pods left: %w", err)
+	}
+	done := time.Now()
+	time.Sleep(kubeletRound)
+	if err := c.RolledOut(ctx, driver, 2*time.Minute); err != nil {
+		return time.Time{}, fmt.Errorf("%s after the old pods left: %w", kubeletRound, err)
+	}
+	return done, nil
 }
 
 // awaitGone waits until none of pods exists any more.
