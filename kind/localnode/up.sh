@@ -92,12 +92,33 @@ for d in "$LOCALNODE_ROOT"/*/run; do
   fi
 done
 
+ports=(2379 2380 2381 6443 10248 10250 10257 10259)
+# foreign_listener prints the first of the node's ports a process listens on that
+# no pid file under LOCALNODE_ROOT names: a node started from another HOME or
+# checkout (its state elsewhere; /run and cni0 are shared), or another Kubernetes.
+foreign_listener() {
+  local p line pid own=" "
+  for f in "$LOCALNODE_ROOT"/*/run/*.pid; do [[ -s "$f" ]] && own+="$(<"$f") "; done
+  for p in "${ports[@]}"; do
+    line=$(ss -Hltnp "sport = :$p" 2>/dev/null | head -n1)
+    [[ -n "$line" ]] || continue
+    pid=$(grep -o 'pid=[0-9]*' <<<"$line" | head -n1 | cut -d= -f2)
+    [[ -n "$pid" && "$own" == *" $pid "* ]] && continue
+    echo "port $p: $line"
+    return 0
+  done
+  return 1
+}
+# Checked before any clean-up: down.sh would remove that node's bridge and chains.
+if f=$(foreign_listener); then
+  die "a Kubernetes this checkout did not start is up ($f; its state is not under $LOCALNODE_ROOT). Nothing was changed. Stop it where it was started (make demo-down, make local-down), then run this again"
+fi
+
 if leftovers; then
   step "state from a previous run found: running down.sh first"
   LOCALNODE_T0=$_T0 "$here/down.sh"
 fi
 
-ports=(2379 2380 2381 6443 10248 10250 10257 10259)
 for p in "${ports[@]}"; do
   if [[ -n "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]]; then
     die "port $p is already in use (another etcd/Kubernetes?): $(ss -Hltnp "sport = :$p" | head -n1)"
