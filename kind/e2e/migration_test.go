@@ -39,20 +39,24 @@ import (
 //  1. upstream → upstream: a template change, maxSurge 0 (maxUnavailable 1);
 //  2. upstream → csi-registrar without the mode: the registrar's image;
 //  3. upstream → csi-registrar in the mode: what
-//     manifests/examples/upstream-style-rolling-update changes.
+//     manifests/examples/upstream-style-rolling-update changes;
+//  4. the way back, a rollback: row 3's DaemonSet (its instances hold the
+//     plain socket path upstream used) → upstream as written.
 //
 // Per row it measures how long the driver was unregistered on each node (its
 // CSINode entry's and its Node annotation key's absences, as watched), the
 // FailedMount events and the pods started. It asserts only what must hold:
-// upstream really ran (the old pods' registrar runs the archive's image and
-// serves the registration socket), and each row ends with the driver
-// registered by its new pod. The issue's bound (row 3 no longer unregistered
+// upstream really ran (the old pods' registrar, or row 4's new pods', runs
+// the archive's image and serves the registration socket), and each row ends
+// with the driver registered by its new pod and no registration socket of
+// the driver served by anyone else (row 4: csi-registrar left none behind
+// and unlinked none of upstream's). The issue's bound (row 3 no longer unregistered
 // than row 1) is reported, not asserted, in the line "migration bound".
 const (
 	// migrationUpstreamEnv names upstream's image archive (make
 	// upstream-image); unset, the test is skipped.
 	migrationUpstreamEnv = "E2E_UPSTREAM_REGISTRAR_ARCHIVE"
-	// migrationRoundsEnv: how many times the three rows run (default 1),
+	// migrationRoundsEnv: how many times the four rows run (default 1),
 	// to see the spread in one run.
 	migrationRoundsEnv = "E2E_MIGRATION_ROUNDS"
 	migrationOverlays  = "kind/e2e/overlays/migration/"
@@ -71,7 +75,11 @@ const (
 type migrationRow struct {
 	name   string
 	change string // what is changed, for the log
-	apply  func(ctx context.Context, mc *Cluster) error
+	// from is the overlay the row starts from, applied over the fresh
+	// upstream DaemonSet and rolled out before the row ("": upstream). The
+	// row's new pods run upstream then, not its old ones.
+	from  string
+	apply func(ctx context.Context, mc *Cluster) error
 }
 
 // migrationFigures are one row's figures: durations are the longest node's,
@@ -96,7 +104,7 @@ func TestMigrationFromUpstream(tt *testing.T) {
 	if v := os.Getenv(migrationRoundsEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10 {
-			tt.Fatalf("%s=%q: want a number of rounds from 1 to 10 (each runs the three rows, about 50 s)", migrationRoundsEnv, v)
+			tt.Fatalf("%s=%q: want a number of rounds from 1 to 10 (each runs the four rows, about 70 s)", migrationRoundsEnv, v)
 		}
 		rounds = n
 	}
@@ -134,16 +142,19 @@ func TestMigrationFromUpstream(tt *testing.T) {
 	})
 
 	rows := []migrationRow{
-		{"1 upstream → upstream (maxSurge 0)", "a template annotation", func(ctx context.Context, mc *Cluster) error {
+		{"1 upstream → upstream (maxSurge 0)", "a template annotation", "", func(ctx context.Context, mc *Cluster) error {
 			patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, rolloutAnnotation, time.Now().Format(time.RFC3339Nano))
 			_, err := mc.Client.AppsV1().DaemonSets(mc.Namespace).Patch(ctx, mc.DaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 			return err
 		}},
-		{"2 upstream → csi-registrar, no mode", "kubectl apply -k " + migrationOverlays + "plain", func(ctx context.Context, mc *Cluster) error {
+		{"2 upstream → csi-registrar, no mode", "kubectl apply -k " + migrationOverlays + "plain", "", func(ctx context.Context, mc *Cluster) error {
 			return mc.Apply(ctx, migrationOverlays+"plain")
 		}},
-		{"3 upstream → csi-registrar, the mode", "kubectl apply -k " + migrationOverlays + "mode", func(ctx context.Context, mc *Cluster) error {
+		{"3 upstream → csi-registrar, the mode", "kubectl apply -k " + migrationOverlays + "mode", "", func(ctx context.Context, mc *Cluster) error {
 			return mc.Apply(ctx, migrationOverlays+"mode")
+		}},
+		{"4 the mode → upstream (rollback)", "kubectl apply -k " + migrationOverlays + "upstream", migrationOverlays + "mode", func(ctx context.Context, mc *Cluster) error {
+			return mc.Apply(ctx, migrationOverlays+"upstream")
 		}},
 	}
 	var table []migrationFigures
@@ -190,6 +201,19 @@ func migrationStep(t *recapT, ctx context.Context, mc *Cluster, up imageArchive,
 		t.Errorf("row %s: upstream did not run: %v", r.name, err)
 		return f, false
 	}
+	if r.from != "" {
+		if err := mc.Apply(ctx, r.from); err != nil {
+			t.Errorf("row %s: kubectl apply -k %s: %v", r.name, r.from, err)
+			return f, false
+		}
+		if _, err := rolloutDone(ctx, mc, migrationDriver, before, 4*time.Minute); err != nil {
+			t.Errorf("row %s: rolling out %s first: %v", r.name, r.from, err)
+			return f, false
+		}
+		if before, err = mc.Pods(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	recs := recordRegistration(t, ctx)
 	from := positions(recs)
 	wl, err := startMigrationWorkload(ctx, ns)
@@ -224,6 +248,11 @@ func migrationStep(t *recapT, ctx context.Context, mc *Cluster, up imageArchive,
 	after, err := mc.Pods(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.from != "" {
+		if err := upstreamRan(ctx, mc, up, after); err != nil {
+			t.Errorf("row %s: upstream did not run after the row: %v", r.name, err)
+		}
 	}
 	for _, node := range allNodes {
 		if after[node] == nil || before[node] == nil || after[node].UID == before[node].UID {
