@@ -35,7 +35,7 @@ e2e: e2e-build ## end-to-end suite on the local node: up if needed, 7 cases, tor
 # node-driver-registrar's image, built from its source archive (kind/upstream-image.sh:
 # go build -mod=vendor, FROM scratch, upstream's image name; cached), and the side-by-side
 # migration rows on the local node's newest kubelet (kind/e2e/migration_test.go): an
-# upstream DaemonSet rolled to upstream, to csi-registrar without the mode, into the mode.
+# upstream DaemonSet rolled to upstream, to csi-registrar without the mode, into the mode, and back.
 # Its source: ../shared/upstream beside this checkout, else beside the repository it was cloned from.
 UPSTREAM_SRC_NAME  := shared/upstream/node-driver-registrar-v2.17.0.tar.gz
 UPSTREAM_SRC       ?= $(firstword $(wildcard ../$(UPSTREAM_SRC_NAME) $(addsuffix /../$(UPSTREAM_SRC_NAME),$(shell git config --get remote.origin.url 2>/dev/null))) ../$(UPSTREAM_SRC_NAME))
@@ -45,7 +45,7 @@ UPSTREAM_IMAGE_TAR ?= bin/upstream-image.tar
 upstream-image: ## node-driver-registrar's image from its source ($(UPSTREAM_SRC)) in $(UPSTREAM_IMAGE_TAR), for side-by-side runs (cached)
 	@mkdir -p $(dir $(UPSTREAM_IMAGE_TAR)) $(BUILDAH_ROOT)
 	@BUILDAH="$(BUILDAH)" bash kind/upstream-image.sh $(UPSTREAM_SRC) $(UPSTREAM_IMAGE) $(UPSTREAM_IMAGE_TAR)
-e2e-migration: upstream-image ## first rollout of an upstream DaemonSet: to upstream, to csi-registrar, into the mode; unregistered time and failed mounts per row (local node)
+e2e-migration: upstream-image ## first rollout of an upstream DaemonSet: to upstream, to csi-registrar, into the mode, and back (a rollback); unregistered time and failed mounts per row (local node)
 	@$(MAKE) --no-print-directory e2e E2E_UPSTREAM_REGISTRAR_ARCHIVE=$(UPSTREAM_IMAGE_TAR) E2E_ARGS='-test.run=^TestMigrationFromUpstream$$$$'
 
 # kind/e2e-kind.sh: kind/cluster.sh brings the cluster up (a private dockerd and the
