@@ -93,6 +93,8 @@ for d in "$LOCALNODE_ROOT"/*/run; do
 done
 
 ports=(2379 2380 2381 6443 10248 10250 10257 10259)
+# listener PORT prints the first listening socket on PORT with its process ("" none).
+listener() { ss -Hltnp "sport = :$1" 2>/dev/null | head -n1 || true; }
 # foreign_listener prints the first of the node's ports a process listens on that
 # no pid file under LOCALNODE_ROOT names: a node started from another HOME or
 # checkout (its state elsewhere; /run and cni0 are shared), or another Kubernetes.
@@ -100,7 +102,7 @@ foreign_listener() {
   local p line pid own=" "
   for f in "$LOCALNODE_ROOT"/*/run/*.pid; do [[ -s "$f" ]] && own+="$(<"$f") "; done
   for p in "${ports[@]}"; do
-    line=$(ss -Hltnp "sport = :$p" 2>/dev/null | head -n1)
+    line=$(listener "$p")
     [[ -n "$line" ]] || continue
     pid=$(grep -o 'pid=[0-9]*' <<<"$line" | head -n1 | cut -d= -f2)
     [[ -n "$pid" && "$own" == *" $pid "* ]] && continue
@@ -120,9 +122,8 @@ if leftovers; then
 fi
 
 for p in "${ports[@]}"; do
-  if [[ -n "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]]; then
-    die "port $p is already in use (another etcd/Kubernetes?): $(ss -Hltnp "sport = :$p" | head -n1)"
-  fi
+  line=$(listener "$p")
+  [[ -z "$line" ]] || die "port $p is already in use (another etcd/Kubernetes?): $line"
 done
 
 step "certificates and configuration"
