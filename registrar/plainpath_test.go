@@ -208,8 +208,13 @@ func TestRollingUpdatePlainPathTakenBackByPlainRegistrar(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
-	if _, err := a.logs.Wait(ctx, func(s string) bool { return strings.Contains(s, "not re-created there") }); err != nil {
-		t.Fatalf("the instance did not see its socket at the plain path go: %v", err)
+	// Its decision is logged after it looked at the path: free then, so the
+	// settle is armed (a file there already would make it yield at once, the
+	// table's own-plain-replaced row).
+	if _, err := a.logs.Wait(ctx, func(s string) bool {
+		return strings.Contains(s, "not re-created there") && strings.Contains(s, `event="own socket removed"`)
+	}); err != nil {
+		t.Fatalf("the instance did not decide on its socket at the plain path going: %v", err)
 	}
 	plainRegistrar(t, plain)
 	ino := inode(t, plain)
