@@ -141,6 +141,9 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 		return &OptionError{Option: OptionCSIAddress, Value: r.driverPath, Op: "watch the directory of", Path: filepath.Dir(r.driverPath),
 			Err: err, Fix: "check the volume mount of that directory"}
 	}
+	if r.opts.Handover {
+		return r.runHandover(ctx, drv, watcher)
+	}
 	return r.newLoop(drv, watcher).run(ctx)
 }
 
@@ -159,7 +162,7 @@ func (r *Registrar) identify(ctx context.Context, drv *driverClient) (name, path
 		return "", "", err
 	}
 	path, err = csiplugin.RegistrationSocketPath(r.opts.PluginRegistrationPath, name)
-	if err == nil && r.opts.RollingUpdate != "" {
+	if err == nil && r.opts.RollingUpdate != "" && !r.opts.Handover {
 		err = checkAnnouncementPath(r.opts.PluginRegistrationPath, name)
 	}
 	if err != nil {

@@ -48,6 +48,8 @@ func kubeletFlags(category, required string) []cli.Flag {
 			Usage: "serve /debug/pprof/ on --http-endpoint"},
 		&cli.StringFlag{Name: "rolling-update", EnvVars: env("rolling-update"), Category: category,
 			Usage: "this pod's UID (env from the downward API's metadata.uid): turns on the rolling-update mode, in which a DaemonSet rolling with maxSurge hands the registration over without unregistering the driver; --kubelet-registration-path must then be this pod's own CSI socket"},
+		&cli.BoolFlag{Name: "handover", EnvVars: env("handover"), Category: category,
+			Usage: "with --rolling-update: pass the registration socket from pod to pod and announce a stable endpoint link, so the kubelet sees no rollout (docs/design.md, \"The handover\")"},
 	}
 }
 
@@ -148,6 +150,7 @@ func driverRegistration(c *cli.Context, log *slog.Logger) (*registrar.Options, e
 		KubeletWait:             c.Duration("kubelet-wait"),
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		RollingUpdate:           c.String("rolling-update"),
+		Handover:                c.Bool("handover"),
 		HTTPEndpoint:            c.String("http-endpoint"),
 		EnablePprof:             c.Bool("enable-pprof"),
 		Version:                 version,

@@ -40,6 +40,7 @@ var optionFlags = map[registrar.Option]string{
 	registrar.OptionKubeletWait:             "kubelet-wait",
 	registrar.OptionRegistrationRetryMax:    "registration-retry-max",
 	registrar.OptionRollingUpdate:           "rolling-update",
+	registrar.OptionHandover:                "handover",
 	registrar.OptionHTTPEndpoint:            "http-endpoint",
 	stubdriver.OptionEndpoint:               "endpoint",
 	stubdriver.OptionShutdownDelay:          "shutdown-delay",
