@@ -1,0 +1,107 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
+)
+
+// The handover (docs/design.md, "The handover") with a real kubelet: the
+// reference DaemonSet with --handover (manifests/overlays/handover) rolled
+// out again and again while pods with an inline volume of the driver start
+// on every node. The kubelet must see nothing: no RegisterPlugin or
+// DeRegisterPlugin of the driver, the Node annotation and the CSINode entry
+// never absent, one path of the driver in its plugin manager.
+const handoverDir = "manifests/overlays/handover"
+
+var handoverRollouts = flag.Int("handover-rollouts", 10, "rollouts of TestHandoverRollouts")
+
+func TestHandoverRollouts(tt *testing.T) {
+	t := withRecap(tt)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	loadExampleImage(t, ctx)
+	t.Cleanup(func() { restoreBase(t) })
+	diagnoseOnFailure(t)
+
+	if err := cl.Delete(ctx, plainDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Apply(ctx, handoverDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range allNodes {
+		checkRegistered(tt, ctx, n)
+	}
+	recs := recordRegistration(t, ctx)
+	from := positions(recs)
+	since := time.Now()
+	wl := startWorkload(t, ctx)
+	for i := 1; i <= *handoverRollouts; i++ {
+		start := time.Now()
+		if err := setRolloutAnnotation(ctx, fmt.Sprintf("handover-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
+			t.Fatalf("rollout %d: %v", i, err)
+		}
+		logf("rollout %d of %d: rolled out in %s", i, *handoverRollouts, time.Since(start).Round(100*time.Millisecond))
+	}
+	started, never, err := stopWorkload(ctx, wl, 3*time.Minute)
+	if err != nil {
+		t.Errorf("workload: %v; pods that never ran: %v", err, never)
+	}
+	logf("%d rollouts done: %d workload pods started meanwhile, each ran and was deleted", *handoverRollouts, started)
+
+	for _, n := range allNodes {
+		for _, r := range []*Recorder{recs[n].node, recs[n].csinode} {
+			if err := r.Err(); err != nil {
+				t.Errorf("node %s: the watch broke, so a gap may have been missed: %v", n, err)
+			}
+		}
+		if gaps := registrationGaps(recs[n], from[n], cfg.Driver, n); len(gaps) > 0 {
+			t.Errorf("node %s: the driver was unregistered during the rollouts: %s", n, strings.Join(gaps, "; "))
+		}
+		log, err := cl.Provider.KubeletLog(ctx, n, 50000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		for _, line := range strings.Split(log, "\n") {
+			at, ok := kubeletlog.Time(line, since)
+			if !ok || at.Before(since) {
+				continue
+			}
+			if strings.Contains(line, kubeletlog.RegisterLine(cfg.Driver)) || strings.Contains(line, "DeRegisterPlugin request for plugin "+cfg.Driver) ||
+				strings.Contains(line, "MountVolume.SetUp failed") {
+				calls++
+				t.Errorf("node %s: the kubelet's log during the rollouts: %s", n, line)
+			}
+		}
+		logf("node %s: %d RegisterPlugin/DeRegisterPlugin/failed-mount lines in the kubelet's log during the rollouts", n, calls)
+	}
+	awaitWorkloadGone(t, ctx)
+	// The kubelet's own metric: only the local node's kubelet answers on
+	// 127.0.0.1:10250 (kind's answer inside their containers).
+	if cl.Provider.Name() == "local" {
+		actual, desiredOnly := kubeletPaths(t, ctx)
+		logf("the kubelet's plugin manager after %d rollouts: actual state %v, desired only %v", *handoverRollouts, actual, desiredOnly)
+		if len(actual) != 1 || len(desiredOnly) != 0 {
+			t.Errorf("the kubelet's plugin manager holds %d actual-state path(s) %v and %d desired-only %v for the driver; want 1 and 0",
+				len(actual), actual, len(desiredOnly), desiredOnly)
+		}
+	}
+	for _, n := range allNodes {
+		checkRegistered(tt, ctx, n)
+	}
+}
