@@ -320,7 +320,12 @@ func startDriver(t *testing.T, dir, name string, failInfo bool) *driver {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := &driver{name: name, sock: filepath.Join(dir, "csi.sock")}
+	return startDriverAt(t, filepath.Join(dir, "csi.sock"), name, failInfo)
+}
+
+// startDriverAt is startDriver on the socket sock.
+func startDriverAt(t *testing.T, sock, name string, failInfo bool) *driver {
+	d := &driver{name: name, sock: sock}
 	d.failInfo.Store(failInfo)
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
