@@ -311,6 +311,7 @@ type driver struct {
 	name     string
 	sock     string
 	failInfo atomic.Bool
+	nodeID   string       // NodeGetInfo's node ID; "" is nodeName
 	infos    atomic.Int64 // NodeGetInfo calls
 	caps     atomic.Int64 // NodeGetCapabilities calls
 	srv      *grpc.Server
@@ -324,8 +325,11 @@ func startDriver(t *testing.T, dir, name string, failInfo bool) *driver {
 }
 
 // startDriverAt is startDriver on the socket sock.
-func startDriverAt(t *testing.T, sock, name string, failInfo bool) *driver {
+func startDriverAt(t *testing.T, sock, name string, failInfo bool, nodeID ...string) *driver {
 	d := &driver{name: name, sock: sock}
+	if len(nodeID) > 0 {
+		d.nodeID = nodeID[0]
+	}
 	d.failInfo.Store(failInfo)
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
@@ -352,7 +356,11 @@ func (d *driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 	if d.failInfo.Load() {
 		return nil, status.Error(codes.Unavailable, "this instance's NodeGetInfo fails (test)")
 	}
-	return &csi.NodeGetInfoResponse{NodeId: nodeName}, nil
+	id := nodeName
+	if d.nodeID != "" {
+		id = d.nodeID
+	}
+	return &csi.NodeGetInfoResponse{NodeId: id}, nil
 }
 
 func (d *driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
