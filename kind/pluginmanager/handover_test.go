@@ -271,6 +271,20 @@ var handoverRows = []struct {
 		n.eventually(30*time.Second, "registered again", func() bool { return n.h.count("register", "", time.Time{}) > 1 })
 		return "a"
 	}},
+	{"from the rolling-update mode without the handover (its announcement at 1.<ms>.0)", outcomes{{1, 1}}, func(n *handoverNode) string {
+		d := n.handoverDriver("m", "")
+		opts := registrarOptions(d, n.reg, podUIDOf("m"))
+		m := n.start("m", opts)
+		n.registered("m")
+		h, _ := n.pod("h")
+		n.eventually(10*time.Second, "h standing by as ready", func() bool {
+			st := h.r.Status()
+			return st.Stage == registrar.StageStandingBy && st.Fallback
+		})
+		m.stop(n.t)
+		waitStage(n.world, h, 20*time.Second, registrar.StageRegistered)
+		return "h"
+	}},
 	{"back to a registrar without the handover (maxUnavailable 1)", outcomes{{1, 1}}, func(n *handoverNode) string {
 		h, _ := n.pod("h")
 		n.registered("h")
