@@ -28,6 +28,12 @@ var (
 	handoverLoadRollouts = flag.Int("handover-load-rollouts", 3, "rollouts of TestHandoverRollouts under inline-volume pods")
 )
 
+// handoverLoadEvery is the workload's pace in TestHandoverRollouts: slower
+// than TestRollingUpdate's, whose two rollouts are over in seconds; through
+// three, on a busy node, 300 ms filled the node's pod slots (110), and the
+// scheduler preempted workload pods to place the DaemonSet's surge pod.
+const handoverLoadEvery = time.Second
+
 // rollOut rolls the DaemonSet out once (the annotation's value v) and
 // waits until every node runs the new pod alone.
 func rollOut(t testing.TB, ctx context.Context, v string) {
@@ -44,7 +50,7 @@ func rollOut(t testing.TB, ctx context.Context, v string) {
 
 func TestHandoverRollouts(tt *testing.T) {
 	t := withRecap(tt)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	loadExampleImage(t, ctx)
 	t.Cleanup(func() { restoreBase(t) })
@@ -68,7 +74,7 @@ func TestHandoverRollouts(tt *testing.T) {
 	for i := 1; i <= *handoverRollouts; i++ {
 		rollOut(t, ctx, fmt.Sprintf("handover-%d", i))
 	}
-	wl := startWorkload(t, ctx)
+	wl := startWorkloadEvery(t, ctx, handoverLoadEvery)
 	for i := 1; i <= *handoverLoadRollouts; i++ {
 		rollOut(t, ctx, fmt.Sprintf("handover-load-%d", i))
 	}
