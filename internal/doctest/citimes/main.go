@@ -13,6 +13,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/csi-registrar/csi-registrar/internal/doctest"
@@ -26,13 +27,15 @@ func main() {
 	flag.StringVar(&run.Kind, "kind", "", "cold (nothing cached: empty HOME, GOCACHE, GOMODCACHE) or warm (required)")
 	flag.StringVar(&run.Note, "note", "", "the machine, what was cached, anything a reader needs to compare the run (required)")
 	flag.Parse()
-	if err := record(*file, run); err != nil {
+	if err := record(*file, run, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "citimes:", err)
 		os.Exit(2)
 	}
 }
 
-func record(file string, run doctest.CIRun) error {
+// record adds run, its steps read from in (.ci/run's output), to the times
+// file, and reports what it wrote on out.
+func record(file string, run doctest.CIRun, in io.Reader, out io.Writer) error {
 	if run.Commit == "unknown" {
 		run.Commit = ""
 	} else if run.Commit == "" {
@@ -41,7 +44,7 @@ func record(file string, run doctest.CIRun) error {
 	if run.Note == "" {
 		return fmt.Errorf("-note is required: the machine and what was cached")
 	}
-	steps, total, err := doctest.ParseStepTimes(os.Stdin)
+	steps, total, err := doctest.ParseStepTimes(in)
 	if err != nil {
 		return fmt.Errorf("standard input: %w", err)
 	}
@@ -63,6 +66,6 @@ func record(file string, run doctest.CIRun) error {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s run of %s on %s: %d steps, total %d s\n", file, run.Kind, run.Commit, run.Date, len(run.Steps), run.Total)
+	fmt.Fprintf(out, "%s: %s run of %s on %s: %d steps, total %d s\n", file, run.Kind, run.Commit, run.Date, len(run.Steps), run.Total)
 	return nil
 }
