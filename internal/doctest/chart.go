@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -41,8 +42,9 @@ func ValueRows(path string) ([]ValueRow, error) {
 
 // CheckValues returns an error for each value of values (a values.yaml as
 // decoded into maps) that no row documents, each row that names no value,
-// and each row of a scalar value whose default cell is not that value as a
-// code span. A row of a map documents the whole map.
+// each row of a scalar value whose default cell is not that value as a
+// code span, and each row of a map or list whose cell's code spans are not
+// its leaves (CheckMapDefault). A row of a map documents the whole map.
 func CheckValues(values map[string]any, rows []ValueRow) []error {
 	byName := map[string]ValueRow{}
 	for _, r := range rows {
@@ -66,6 +68,10 @@ func CheckValues(values map[string]any, rows []ValueRow) []error {
 				found[p] = true
 				if want, scalar := scalarSpan(v); scalar && r.Default != want {
 					errs = append(errs, fmt.Errorf("%s: %s's default is %s in values.yaml, the README says %s: correct the row", r, p, want, r.Default))
+				} else if !scalar {
+					if err := CheckMapDefault(r, p, v); err != nil {
+						errs = append(errs, err)
+					}
 				}
 			case isMap && len(sub) > 0:
 				walk(p+".", sub)
@@ -99,4 +105,72 @@ func scalarSpan(v any) (string, bool) {
 	default:
 		return fmt.Sprintf("`%v`", v), true
 	}
+}
+
+// CheckMapDefault returns an error when the default cell of a map's or a
+// list's row (name: its value's path) does not state the value: its code
+// spans must be the value's leaves as "key: value" (a list item's first key
+// as "- key: value"; "{}" and "[]" for an empty one), each once, and the
+// keys on the way to them ("requests", "limits") must be words of the cell.
+func CheckMapDefault(r ValueRow, name string, v any) error {
+	var want, keys []string
+	var walk func(v any, item bool)
+	walk = func(v any, item bool) {
+		switch v := v.(type) {
+		case map[string]any:
+			if len(v) == 0 {
+				want = append(want, "{}")
+			}
+			ks := make([]string, 0, len(v))
+			for k := range v {
+				ks = append(ks, k)
+			}
+			sort.Strings(ks)
+			for i, k := range ks {
+				prefix := ""
+				if item && i == 0 {
+					prefix = "- "
+				}
+				if s, scalar := scalarSpan(v[k]); scalar {
+					want = append(want, prefix+k+": "+strings.Trim(s, "`"))
+				} else {
+					keys = append(keys, k)
+					walk(v[k], false)
+				}
+			}
+		case []any:
+			if len(v) == 0 {
+				want = append(want, "[]")
+			}
+			for _, e := range v {
+				walk(e, true)
+			}
+		}
+	}
+	walk(v, false)
+	var got []string
+	for _, m := range spanText.FindAllStringSubmatch(r.Default, -1) {
+		got = append(got, m[1])
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	var missing []string
+	words := strings.FieldsFunc(spanText.ReplaceAllString(r.Default, ""), func(c rune) bool { return c == ' ' || c == ',' || c == ';' })
+	for _, k := range keys {
+		if !slices.Contains(words, k) {
+			missing = append(missing, k)
+		}
+	}
+	if slices.Equal(got, want) && len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s's default in values.yaml is `%s`%s, the README says %s: correct the row (each leaf as a code span, under the words of its keys)",
+		r, name, strings.Join(want, "`, `"), keyNote(keys), r.Default)
+}
+
+func keyNote(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return " under " + strings.Join(keys, ", ")
 }

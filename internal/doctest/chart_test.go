@@ -72,3 +72,43 @@ func TestValuesCaught(t *testing.T) {
 		t.Errorf("right table caught: %v", errs)
 	}
 }
+
+// TestMapDefaultsCaught: the row of a map or a list must state its leaves:
+// a wrong leaf, one left out, one too many, and a key on the way left out
+// fail; the right rows (values.yaml's forms) pass.
+func TestMapDefaultsCaught(t *testing.T) {
+	resources := map[string]any{
+		"requests": map[string]any{"cpu": "2m", "memory": "16Mi"},
+		"limits":   map[string]any{"memory": "64Mi"},
+	}
+	tolerations := []any{map[string]any{"operator": "Exists"}}
+	nodeSelector := map[string]any{"kubernetes.io/os": "linux"}
+	for _, tc := range []struct {
+		name  string
+		value any
+		cell  string
+		ok    bool
+	}{
+		{"resources", resources, "requests `cpu: 2m`, `memory: 16Mi`; limits `memory: 64Mi`", true},
+		{"a wrong limit", resources, "requests `cpu: 2m`, `memory: 16Mi`; limits `memory: 32Mi`", false},
+		{"a leaf left out", resources, "requests `cpu: 2m`; limits `memory: 64Mi`", false},
+		{"a leaf too many", resources, "requests `cpu: 2m`, `memory: 16Mi`, `ephemeral-storage: 1Gi`; limits `memory: 64Mi`", false},
+		{"a key left out", resources, "`cpu: 2m`, `memory: 16Mi`; limits `memory: 64Mi`", false},
+		{"a list", tolerations, "`- operator: Exists`", true},
+		{"a wrong list", tolerations, "`- operator: Equal`", false},
+		{"a map", nodeSelector, "`kubernetes.io/os: linux`", true},
+		{"a wrong map", nodeSelector, "`kubernetes.io/os: windows`", false},
+		{"an empty map", map[string]any{}, "`{}`", true},
+		{"an empty map said to hold a label", map[string]any{}, "`release: prometheus`", false},
+	} {
+		err := doctest.CheckMapDefault(doctest.ValueRow{File: "README.md", Line: 1, Name: "x", Default: tc.cell}, "x", tc.value)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: the right row: %v", tc.name, err)
+		case !tc.ok && err == nil:
+			t.Errorf("%s: the wrong row %q passed", tc.name, tc.cell)
+		case !tc.ok:
+			t.Logf("%s: caught: %v", tc.name, err)
+		}
+	}
+}

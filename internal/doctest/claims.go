@@ -57,27 +57,38 @@ type FlagClaim struct {
 	Flag     string   // without dashes
 	Values   []string // the default, or (a row of several flags) the defaults among them
 	Required bool     // "required" instead of a default
+	// Prose: stated in a sentence, where the command named last may not be
+	// the one meant; checked against the first command that has the flag,
+	// that one first.
+	Prose bool
 }
 
 func (c FlagClaim) String() string { return fmt.Sprintf("%s:%d", c.File, c.Line) }
 
 var (
-	// A command the text is about: "`csi-registrar driver`", "## `csi-registrar register`".
-	commandRef = regexp.MustCompile("`(?:/?csi-registrar )(register|driver|doctor)\\b")
+	// A command the text is about: "`csi-registrar driver`", "## `csi-registrar register`",
+	// "`kubectl csi-registrar status`" (the kubectl plugin's commands: status, verify, storage-e2e).
+	commandRef = regexp.MustCompile("`(?:/?csi-registrar |kubectl csi-registrar )(register|driver|doctor|status|verify|storage-e2e)\\b")
 	spanText   = regexp.MustCompile("`([^`]+)`")
 	// "`--flag` (default `X`", "`--flag` default `X`", "`--flag=X`, the default", "`--flag` (5 min by default)".
 	proseDefault = []*regexp.Regexp{
 		regexp.MustCompile("`(--?[a-z][a-z0-9-]*)(?:[= ][^`]*)?` \\(?default:? `([^`]*)`"),
 		regexp.MustCompile("`(--?[a-z][a-z0-9-]*)=([^`]*)`, the default"),
 		regexp.MustCompile("`(--?[a-z][a-z0-9-]*)` \\(([0-9.]+ ?[a-z]*) by default\\)"),
+		// "`--flag`, `X` by default"
+		regexp.MustCompile("`(--?[a-z][a-z0-9-]*)`, `([^`]*)` by default"),
+		// "`--proxy-timeout` (5s) bounds ...": a value alone in parentheses, starting with a digit.
+		regexp.MustCompile("`(--?[a-z][a-z0-9-]*)` \\(([0-9][0-9a-z.]*)\\)"),
 	}
 )
 
 // FlagClaims returns the flag defaults the Markdown file at path states: in
 // tables with a "flag" and a "default" column (the flags and the defaults
 // are the cells' code spans; an empty cell states nothing), and in prose as
-// "`--flag` (default `X`)", "`--flag=X`, the default" or "`--flag` (X by
-// default)". Each is attributed to the last command the text named before it.
+// "`--flag` (default `X`)", "`--flag=X`, the default", "`--flag` (X by
+// default)", "`--flag`, `X` by default" or "`--flag` (5s)" (a claim may go on
+// over a line break). Each is attributed to the last command the text named
+// before it.
 func FlagClaims(path string) ([]FlagClaim, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -94,17 +105,34 @@ func FlagClaims(path string) ([]FlagClaim, error) {
 	)
 	for i, line := range prose {
 		n := i + 1
-		if !strings.HasPrefix(strings.TrimSpace(line), "|") {
+		isRow := strings.HasPrefix(strings.TrimSpace(line), "|")
+		if !isRow {
 			flagCol, dfCol = -1, -1
+		}
+		if flagCol < 0 { // prose, or a row of a table without flag and default columns
+			// The line and the next one: a claim that starts on this line may end on the next.
+			text := line
+			if i+1 < len(prose) {
+				text += " " + strings.TrimSpace(prose[i+1])
+			}
 			for _, re := range proseDefault {
-				for _, m := range re.FindAllStringSubmatch(line, -1) {
-					claims = append(claims, FlagClaim{File: path, Line: n, Command: command, Flag: strings.TrimLeft(m[1], "-"), Values: []string{m[2]}})
+				for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
+					if m[0] >= len(line) {
+						continue
+					}
+					cmd := command
+					if r := commandRef.FindAllStringSubmatch(line[:m[0]], -1); r != nil {
+						cmd = r[len(r)-1][1]
+					}
+					claims = append(claims, FlagClaim{File: path, Line: n, Command: cmd, Flag: strings.TrimLeft(text[m[2]:m[3]], "-"), Values: []string{text[m[4]:m[5]]}, Prose: true})
 				}
 			}
 			if m := commandRef.FindAllStringSubmatch(line, -1); m != nil {
 				command = m[len(m)-1][1]
 			}
-			continue
+			if !isRow {
+				continue
+			}
 		}
 		cells := tableCells(line)
 		switch {
@@ -166,6 +194,13 @@ func (c FlagClaim) Check(helps map[string]map[string]FlagHelp) error {
 	if c.Command == "" {
 		cmds = []string{"register", "driver", "doctor"}
 	}
+	if c.Prose {
+		for _, cmd := range append([]string{"register", "driver", "doctor"}, kubectlCommands...) {
+			if !slices.Contains(cmds, cmd) {
+				cmds = append(cmds, cmd)
+			}
+		}
+	}
 	for _, cmd := range cmds {
 		f, ok := helps[cmd][c.Flag]
 		if !ok {
@@ -176,7 +211,7 @@ func (c FlagClaim) Check(helps map[string]map[string]FlagHelp) error {
 		}
 		if c.Required {
 			if !f.Required {
-				return fmt.Errorf("%s: --%s is documented as required, but `csi-registrar %s --help` does not say so (default %q)", c, c.Flag, cmd, f.Default)
+				return fmt.Errorf("%s: --%s is documented as required, but `%s --help` does not say so (default %q)", c, c.Flag, commandLine(cmd), f.Default)
 			}
 			return nil
 		}
@@ -189,13 +224,24 @@ func (c FlagClaim) Check(helps map[string]map[string]FlagHelp) error {
 		if f.HasDefault {
 			shown = fmt.Sprintf("default %q", f.Default)
 		}
-		return fmt.Errorf("%s: the documentation states the default of --%s as %q, but `csi-registrar %s --help` shows %s: correct the documentation (or the flag)",
-			c, c.Flag, strings.Join(c.Values, `", "`), cmd, shown)
+		return fmt.Errorf("%s: the documentation states the default of --%s as %q, but `%s --help` shows %s: correct the documentation (or the flag)",
+			c, c.Flag, strings.Join(c.Values, `", "`), commandLine(cmd), shown)
 	}
 	if c.Command == "" {
 		return fmt.Errorf("%s: --%s, in the documentation's flag table, is a flag of no csi-registrar command: correct or remove it", c, c.Flag)
 	}
-	return fmt.Errorf("%s: --%s, in the documentation's flag table, is not a flag of `csi-registrar %s`: correct or remove it", c, c.Flag, c.Command)
+	return fmt.Errorf("%s: --%s, in the documentation, is not a flag of `%s`: correct or remove it", c, c.Flag, commandLine(c.Command))
+}
+
+// kubectlCommands are the kubectl plugin's commands (the rest are csi-registrar's).
+var kubectlCommands = []string{"status", "verify", "storage-e2e"}
+
+// commandLine returns how a command is typed: "csi-registrar driver", "kubectl csi-registrar status".
+func commandLine(cmd string) string {
+	if slices.Contains(kubectlCommands, cmd) {
+		return "kubectl csi-registrar " + cmd
+	}
+	return "csi-registrar " + cmd
 }
 
 // sameDefault reports whether a stated default v is what --help shows:
@@ -334,4 +380,72 @@ func Undocumented(help map[string]FlagHelp, claims []FlagClaim) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// cobraFlag is a flag line of cobra's help: "  -f, --filename stringArray   usage (default "x")".
+var (
+	cobraFlag    = regexp.MustCompile(`^\s+(?:-[a-zA-Z], )?--([a-z][a-z0-9-]*)(?: [a-zA-Z]+)?\s{2,}(.*)$`)
+	cobraDefault = regexp.MustCompile(`\(default "?([^")]*)"?\)$`)
+)
+
+// ParseCobraHelp returns the flags of a cobra command's --help output (the
+// kubectl plugin's commands) by name, without dashes.
+func ParseCobraHelp(help string) map[string]FlagHelp {
+	flags := map[string]FlagHelp{}
+	for _, line := range strings.Split(help, "\n") {
+		m := cobraFlag.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		var f FlagHelp
+		if d := cobraDefault.FindStringSubmatch(strings.TrimSpace(m[2])); d != nil {
+			f.HasDefault, f.Default = true, d[1]
+		}
+		flags[m[1]] = f
+	}
+	return flags
+}
+
+// kubectlCommand is a kubectl plugin command line: "kubectl csi-registrar verify -f DIR --case R5_x".
+var kubectlCommand = regexp.MustCompile(`\bkubectl csi-registrar (status|verify|storage-e2e)\b([^|;&` + "`" + `]*)`)
+
+// KubectlFlagClaims returns the flags the Markdown file at path gives the
+// kubectl plugin's commands, in its code spans and the commands of its
+// shell blocks ("`kubectl csi-registrar status --kubelet-state`"): each a
+// claim that the command has the flag.
+func KubectlFlagClaims(path string) ([]FlagClaim, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	blocks, prose, err := parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	var claims []FlagClaim
+	add := func(line int, cmd string) {
+		for _, m := range kubectlCommand.FindAllStringSubmatch(cmd, -1) {
+			for _, w := range strings.Fields(m[2]) {
+				if !strings.HasPrefix(w, "--") || w == "--" {
+					continue
+				}
+				name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+				name = strings.TrimRight(name, ",.:;)'\"")
+				claims = append(claims, FlagClaim{File: path, Line: line, Command: m[1], Flag: name})
+			}
+		}
+	}
+	for i, line := range prose {
+		for _, m := range spanText.FindAllStringSubmatch(line, -1) {
+			add(i+1, m[1])
+		}
+	}
+	for _, b := range blocks {
+		if b.Shell() {
+			for _, c := range b.Commands() {
+				add(b.Line, c)
+			}
+		}
+	}
+	return claims, nil
 }

@@ -2,6 +2,8 @@ package doctest_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -213,10 +215,26 @@ func TestReadmeShort(t *testing.T) {
 	}
 }
 
-// TestDocsClaims checks what README.md and docs/ state about the code: every
-// flag default they state (tables with a "default" column, "(default X)" in
-// prose) against the --help of the csi-registrar built from this checkout,
-// and every `make TARGET` they name against the targets `make help` lists.
+// claimFiles are the files whose claims TestDocsClaims checks: the user's
+// pages (README.md, CHANGELOG.md, docs/), the chart's README and the kind
+// READMEs.
+func claimFiles(t *testing.T) []string {
+	files := []string{"README.md", "CHANGELOG.md", "manifests/chart/README.md", "kind/e2e/README.md", "kind/localnode/README.md"}
+	for _, f := range runFiles(t) {
+		if strings.HasPrefix(f, "docs/") {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
+// TestDocsClaims checks what the documentation (claimFiles) states about the
+// code: every flag default it states (tables with a "default" column,
+// "(default X)" and the other forms in prose) against the --help of the
+// csi-registrar and the kubectl plugin built from this checkout, every flag
+// it gives the kubectl plugin's commands against their --help, every `make
+// TARGET` against the targets `make help` lists, and every make variable it
+// names (and the default it states) against the Makefiles and scripts.
 func TestDocsClaims(t *testing.T) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -233,6 +251,17 @@ func TestDocsClaims(t *testing.T) {
 			t.Fatalf("csi-registrar %s --help: no flag found in\n%s", cmd, out)
 		}
 	}
+	plugin := buildPlugin(t, abs)
+	for _, cmd := range []string{"status", "verify", "storage-e2e"} {
+		out, err := exec.Command(plugin, cmd, "--help").Output()
+		if err != nil {
+			t.Fatalf("kubectl-csi_registrar %s --help: %v", cmd, err)
+		}
+		if helps[cmd] = doctest.ParseCobraHelp(string(out)); len(helps[cmd]) == 0 {
+			t.Fatalf("kubectl-csi_registrar %s --help: no flag found in\n%s", cmd, out)
+		}
+	}
+	vars := makeVars(t)
 	mk := exec.Command("make", "--no-print-directory", "-s", "help")
 	mk.Dir = abs
 	out, err := mk.Output()
@@ -240,18 +269,18 @@ func TestDocsClaims(t *testing.T) {
 		t.Fatalf("make help: %v", err)
 	}
 	targets := doctest.HelpTargets(string(out))
-	files := []string{"README.md"}
-	for _, f := range runFiles(t) {
-		if strings.HasPrefix(f, "docs/") {
-			files = append(files, f)
-		}
-	}
-	nFlags, nTargets := 0, 0
+	files := claimFiles(t)
+	nFlags, nTargets, nVars := 0, 0, 0
 	for _, f := range files {
 		fc, err := doctest.FlagClaims(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
 		}
+		kc, err := doctest.KubectlFlagClaims(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc = append(fc, kc...)
 		for _, c := range fc {
 			c.File = f
 			if err := c.Check(helps); err != nil {
@@ -268,9 +297,19 @@ func TestDocsClaims(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		nFlags, nTargets = nFlags+len(fc), nTargets+len(mc)
+		vc, err := doctest.MakeVarClaims(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range vc {
+			c.File = f
+			if err := c.Check(vars); err != nil {
+				t.Error(err)
+			}
+		}
+		nFlags, nTargets, nVars = nFlags+len(fc), nTargets+len(mc), nVars+len(vc)
 	}
-	t.Logf("%d flag defaults and %d make targets named in %d files, checked", nFlags, nTargets, len(files))
+	t.Logf("%d flag defaults and flags, %d make targets and %d make variables named in %d files, checked", nFlags, nTargets, nVars, len(files))
 
 	// Every flag of register is in the README's table or operating.md's.
 	var registerClaims []doctest.FlagClaim
@@ -288,4 +327,63 @@ func TestDocsClaims(t *testing.T) {
 	if missing := doctest.Undocumented(helps["register"], registerClaims); len(missing) > 0 {
 		t.Errorf("flags of `csi-registrar register --help` in no flag table of README.md or docs/operating.md: %q: add a row with the default and meaning", missing)
 	}
+}
+
+// buildPlugin builds the kubectl plugin (cmd/kubectl-csi_registrar) and
+// returns its path. With the race detector on (make test), with it too: the
+// plugin's tests have compiled its packages so. The binary is kept in the
+// user's cache directory, one per checkout, so that go build, finding it up to
+// date, skips the link (35 MB: about 7 s of CPU) the next time.
+func buildPlugin(t *testing.T, abs string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if cache, err := os.UserCacheDir(); err == nil {
+		sum := sha256.Sum256([]byte(abs))
+		dir = filepath.Join(cache, "csi-registrar", "doctest", hex.EncodeToString(sum[:6]))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := "kubectl-csi_registrar"
+	args := []string{"build"}
+	if raceEnabled {
+		name += "-race"
+		args = append(args, "-race")
+	}
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/kubectl-csi_registrar")...)
+	cmd.Dir = abs
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kubectl-csi_registrar: %v\n%s", err, out)
+	}
+	t.Logf("built the kubectl plugin (%s) in %s", bin, time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// makeVars reads the build's variables: the Makefile, the files it
+// includes, and the scripts and Go programs under kind/ its recipes run.
+func makeVars(t *testing.T) doctest.MakeVars {
+	t.Helper()
+	makefiles := []string{filepath.Join(root, "Makefile")}
+	var scripts []string
+	err := filepath.WalkDir(filepath.Join(root, "kind"), func(p string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case strings.HasSuffix(p, ".mk"):
+			makefiles = append(makefiles, p)
+		case strings.HasSuffix(p, ".sh"), strings.HasSuffix(p, ".go"):
+			scripts = append(scripts, p) // a Go test reads the variables make exports (E2E_ARGS, ...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := doctest.ReadMakeVars(makefiles, scripts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -257,16 +257,31 @@ func CheckMetricRefs(where, text string, code []string, source string) error {
 	return checkRefs(where, "metric", MetricRefs(text), code, source)
 }
 
-// CheckCaseRefs returns an error naming each case name the text names as a
-// code span that is not one of the code's, or nil.
+// CheckCaseRefs returns an error naming each case name the text names
+// (CaseRefs) that is not one of the code's, or nil. A former name the text
+// declares ("`6_uninstalled` is now `7_uninstalled`", CaseRenames) counts as
+// its current name, which must be one of the code's.
 func CheckCaseRefs(where, text string, code []string, source string) error {
-	return checkRefs(where, "case", CaseRefs(text), code, source)
+	renames := CaseRenames(text)
+	refs := CaseRefs(text)
+	var named []string
+	for _, r := range refs {
+		if now, ok := renames[r]; ok {
+			r = now
+		}
+		if !slices.Contains(named, r) {
+			named = append(named, r)
+		}
+	}
+	return checkRefs(where, "case", named, code, source)
 }
 
 func checkRefs(where, what string, refs, code []string, source string) error {
 	var unknown []string
 	for _, r := range refs {
-		if !slices.Contains(code, r) {
+		// A readiness case by number ("R5") is the prefix of its name ("R5_newer_driver_fails").
+		byNumber := len(r) == 2 && r[0] == 'R' && slices.ContainsFunc(code, func(c string) bool { return strings.HasPrefix(c, r+"_") })
+		if !byNumber && !slices.Contains(code, r) {
 			unknown = append(unknown, r)
 		}
 	}
@@ -288,8 +303,16 @@ func stringLit(e ast.Expr) (string, bool) {
 }
 
 // caseName is the name of a numbered case: a case of verify
-// (internal/drivercases) or a subtest of the e2e suite ("4_registration_socket_removed").
-var caseName = regexp.MustCompile(`^[1-9]_[a-z]+(?:_[a-z]+)*$`)
+// (internal/drivercases) or a subtest of the e2e suite ("4_registration_socket_removed"),
+// or a readiness case of verify ("R5_newer_driver_fails").
+var caseName = regexp.MustCompile(`^(?:[1-9]|R[1-9])_[a-z]+(?:_[a-z]+)*$`)
+
+// blockCase is a case name in a code block's text (an output, a command):
+// not part of a longer word.
+var blockCase = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])((?:[1-9]|R[1-9])_[a-z]+(?:_[a-z]+)*)\b`)
+
+// readinessRef is a readiness case by its number, "R5", or a range of them, "R1-R5".
+var readinessRef = regexp.MustCompile(`\bR([1-9])(?:[-–]R([1-9]))?\b`)
 
 // CaseNames returns the string literals of the form of a case name in the Go
 // files (tests included) of the directories, sorted.
@@ -322,17 +345,60 @@ func CaseNames(dirs ...string) ([]string, error) {
 	return slices.Compact(names), nil
 }
 
-// CaseRefs returns the case names the text names as code spans, in order of
-// first mention. Lines are read one by one (a case name has no space, so its
-// span is on one line; and a fence's backticks do not pair with a span's).
+// CaseRefs returns the case names the text names as code spans, the case
+// names in its code blocks (outputs and commands: a word of the form of a
+// case name), and the readiness cases it names by number ("R5", "R1-R5":
+// "R5" for each number, to be found as the prefix of a case), in order of
+// first mention. Lines are read one by one (a case name has no space, so
+// its span is on one line; and a fence's backticks do not pair with a
+// span's).
 func CaseRefs(text string) []string {
 	var refs []string
+	add := func(r string) {
+		if !slices.Contains(refs, r) {
+			refs = append(refs, r)
+		}
+	}
+	inBlock := false
 	for _, line := range strings.Split(text, "\n") {
-		for _, m := range spanText.FindAllStringSubmatch(line, -1) {
-			if caseName.MatchString(m[1]) && !slices.Contains(refs, m[1]) {
-				refs = append(refs, m[1])
+		if _, ok := parseFence(line); ok {
+			inBlock = !inBlock
+			continue
+		}
+		if inBlock {
+			for _, m := range blockCase.FindAllStringSubmatch(line, -1) {
+				add(m[1])
+			}
+		} else {
+			for _, m := range spanText.FindAllStringSubmatch(line, -1) {
+				if caseName.MatchString(m[1]) {
+					add(m[1])
+				}
+			}
+		}
+		for _, m := range readinessRef.FindAllStringSubmatch(line, -1) {
+			from, to := m[1][0], m[1][0]
+			if m[2] != "" {
+				to = m[2][0]
+			}
+			for n := from; n <= to; n++ {
+				add("R" + string(n))
 			}
 		}
 	}
 	return refs
+}
+
+// caseRenamed is a case's former name the text declares: "`6_uninstalled` is now `7_uninstalled`",
+// so that an output recorded before the rename can stay as recorded.
+var caseRenamed = regexp.MustCompile("`((?:[1-9]|R[1-9])_[a-z_]+)` is now `((?:[1-9]|R[1-9])_[a-z_]+)`")
+
+// CaseRenames returns the former names the text declares, each with its
+// current name.
+func CaseRenames(text string) map[string]string {
+	renames := map[string]string{}
+	for _, m := range caseRenamed.FindAllStringSubmatch(text, -1) {
+		renames[m[1]] = m[2]
+	}
+	return renames
 }

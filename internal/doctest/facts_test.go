@@ -93,9 +93,10 @@ func TestDocsE2ETests(t *testing.T) {
 	}
 }
 
-// TestDocsCaseNames: every case named as a code span in a Markdown file of
-// the tree (`6_rollout`) is a case of verify (internal/drivercases) or of
-// the e2e suite (kind/e2e).
+// TestDocsCaseNames: every case a Markdown file of the tree names (a code
+// span, `6_rollout`; a word of a code block's output or command; a readiness
+// case by number, R5, or range, R1-R5) is a case of verify
+// (internal/drivercases) or of the e2e suite (kind/e2e).
 func TestDocsCaseNames(t *testing.T) {
 	code, err := doctest.CaseNames(filepath.Join(root, casesDir), filepath.Join(root, e2eDir))
 	if err != nil {
@@ -215,5 +216,37 @@ func TestFactsCaught(t *testing.T) {
 	}
 	if _, _, err := doctest.Section(p("tests.md"), "readyz-stages"); err == nil || !strings.Contains(err.Error(), "no <!-- readyz-stages --> marker") {
 		t.Errorf("a missing section: %v, want it named", err)
+	}
+}
+
+// TestCaseNamesCaught: a case that does not exist fails wherever it is
+// named: a code span, a text output, a shell block's command, a readiness
+// case by number or in a range, and a declared rename to a case that does
+// not exist; the right ones pass.
+func TestCaseNamesCaught(t *testing.T) {
+	code := []string{"1_deployed", "6_rollout", "7_uninstalled", "R1_mode_manifests", "R2_volumes_across_instances"}
+	right := "Case `6_rollout`, then R1-R2 and R2.\n\n```text\n--- PASS: TestDriver/7_uninstalled (1.2s)\n| x 1_deployed | pass |\n```\n\n" +
+		"```sh illustrative\nkubectl csi-registrar verify -f m/ --case R2_volumes_across_instances\n```\n\n" +
+		"As recorded then: `6_uninstalled` is now `7_uninstalled`.\n\n```text\nx 6_uninstalled pass\n```\n"
+	if err := doctest.CheckCaseRefs("right.md", right, code, "cases"); err != nil {
+		t.Errorf("right page: %v", err)
+	}
+	if refs := doctest.CaseRefs("a word2_x_y, pod_1_x and 1_000 are no cases\n```text\nnode_1_deployed\n```\n"); len(refs) != 0 {
+		t.Errorf("CaseRefs found %q in words that are no case names", refs)
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"a code span", "Case `6_rollouts`.", "6_rollouts: no such case"},
+		{"a text output", "```text\n--- PASS: TestDriver/6_uninstalled (1.2s)\n```\n", "6_uninstalled: no such case"},
+		{"a shell block", "```sh illustrative\nkubectl csi-registrar verify --case R3_own_csi_socket\n```\n", "R3_own_csi_socket: no such case"},
+		{"a readiness case by number", "R1 passes, R3 fails.", "R3: no such case"},
+		{"a range of readiness cases", "the cases R1-R4 run", "R3, R4: no such case"},
+		{"a rename to no case", "`6_uninstalled` is now `8_uninstalled`.\n```text\n6_uninstalled\n```\n", "8_uninstalled: no such case"},
+	} {
+		err := doctest.CheckCaseRefs("wrong.md", tc.text, code, "cases")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		} else {
+			t.Logf("%s: caught: %v", tc.name, err)
+		}
 	}
 }
