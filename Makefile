@@ -42,8 +42,9 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 # registration handler (k8s.io/kubernetes) in-process against registrars in the
 # rolling-update mode, in orders a real kubelet cannot be made to take, once per
 # supported minor's kubelet code (go.mod: the newest; k8s-<minor>.mod: the others;
-# K8S_MINORS="1.36 1.37" picks). Its own module, outside `make test`'s race build.
-K8S_MINORS ?= 1.34 1.35 1.36 1.37
+# K8S_MINORS="1.36 1.37" picks; 1.38: the pre-release v1.38.0-beta.0's code, built with the
+# go1.27.4 toolchain its k8s-1.38.mod names). Its own module, outside `make test`'s race build.
+K8S_MINORS ?= 1.34 1.35 1.36 1.37 1.38
 test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (the minors side by side: ~5 min warm)
 	GO=$(GO) K8S_MINORS="$(K8S_MINORS)" PM_TAGS="$(PM_TAGS)" PM_RUN="$(PM_RUN)" bash kind/pluginmanager/minors.sh
 

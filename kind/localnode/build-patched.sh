@@ -36,7 +36,7 @@ src="$LOCALNODE_CACHE/src"
 patched_source() {
   [[ $force == 0 && -f "$src/.stamp" && "$(<"$src/.stamp")" == "$(build_stamp)" ]] && return 0
   local mod
-  mod=$(cd "$K8SBUILD_DIR" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  mod=$(cd "$K8SBUILD_DIR" && k8s_go list -m -f '{{.Dir}}' k8s.io/kubernetes)
   [[ -d "$mod" ]] || die "k8s.io/kubernetes $K8S_VERSION is not in the module cache ($mod)"
   step "copying $mod to $src/kubernetes and applying $(basename "$K8S_PATCH_FILE")"
   rm -rf "$src" && mkdir -p "$src"
@@ -46,7 +46,7 @@ patched_source() {
     die "$K8S_PATCH_FILE does not apply to k8s.io/kubernetes $K8S_VERSION: it is a unified diff against that release (regenerate it against the pin of k8sbuild/$K8S_MINOR/go.mod)"
   cp "$K8SBUILD_DIR/go.mod" "$src/go.mod"
   cp "$K8SBUILD_DIR/go.sum" "$src/go.sum"
-  go mod edit -replace "k8s.io/kubernetes=$src/kubernetes" "$src/go.mod"
+  k8s_go mod edit -replace "k8s.io/kubernetes=$src/kubernetes" "$src/go.mod"
   build_stamp >"$src/.stamp"
 }
 
@@ -73,7 +73,7 @@ ldflags=$(k8s_ldflags "$LOCALNODE_KEY")
 step "go build kubelet ($LOCALNODE_KEY; cold: every k8s.io/kubernetes package it links compiles again)"
 still_compiling build
 cd "$K8SBUILD_DIR"
-CGO_ENABLED=0 go build -modfile "$src/go.mod" -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" k8s.io/kubernetes/cmd/kubelet
+CGO_ENABLED=0 k8s_go build -modfile "$src/go.mod" -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" k8s.io/kubernetes/cmd/kubelet
 mv -f "$tmp/kubelet" "$LOCALNODE_BIN/kubelet"
 rmdir "$tmp"
 for b in "${NODE_BINS[@]}"; do

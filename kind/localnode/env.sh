@@ -13,8 +13,9 @@ LOCALNODE_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # module k8sbuild/1.37/, which pins the release's latest patch; unset, the newest folder.
 # LOCALNODE_K8S_VERSION (a full version) overrides both: down.sh uses it to stop a node
 # that was started with another version.
-# A pre-release is used only when named in full (K8S=1.38.0-alpha.0): its folder
-# k8sbuild/pre-<minor>/ is never the default, nor one of the supported versions.
+# A pre-release is used only when named in full (K8S=1.38.0-beta.0): its folder
+# k8sbuild/pre-<version>/ (pre-1.38.0-alpha.0/, pre-1.38.0-beta.0/ side by side) is never
+# the default, nor one of the minors listed as supported.
 k8s_minor_dirs() { (cd "$LOCALNODE_SRC/k8sbuild" && ls -d 1.*/ 2>/dev/null | tr -d / | sort -V); }
 # gomod_required GO.MOD MODULE: the version GO.MOD requires of MODULE, on a `require` line
 # of its own or in a `require (...)` block.
@@ -22,6 +23,8 @@ gomod_required() {
   awk -v m="$2" '$1 == "require" && $2 == m {print $3; exit} $1 == m && $2 ~ /^v/ {print $2; exit}' "$1"
 }
 k8s_pinned() { gomod_required "$LOCALNODE_SRC/k8sbuild/$1/go.mod" k8s.io/kubernetes; }
+# k8s_pre_pinned MINOR: the pre-releases of MINOR pinned in k8sbuild/pre-<version>/.
+k8s_pre_pinned() { (cd "$LOCALNODE_SRC/k8sbuild" && ls -d "pre-$1".*/ 2>/dev/null | sed 's#^pre-##; s#/$##' | sort -V | paste -sd ' '); }
 # K8S_PATCH=NAME: the kubelet built from the pinned k8s.io/kubernetes with the project's
 # own patch patches/NAME-<minor>.patch applied to a copy of its source (build-patched.sh);
 # the node's state and binaries then live apart from the stock build's (LOCALNODE_KEY).
@@ -41,9 +44,9 @@ else
     K8S_MINOR=${BASH_REMATCH[1]}
   elif [[ "$_k8s_want" =~ ^(1\.[0-9]+)\.[0-9]+-(alpha|beta|rc)\.[0-9]+$ ]]; then
     K8S_MINOR=${BASH_REMATCH[1]}
-    _k8s_dir=pre-$K8S_MINOR
+    _k8s_dir=pre-$_k8s_want
     if [[ ! -f "$LOCALNODE_SRC/k8sbuild/$_k8s_dir/go.mod" || "$(k8s_pinned "$_k8s_dir")" != "v$_k8s_want" ]]; then
-      echo "K8S=$_k8s_want: this pre-release is not pinned in k8sbuild/$_k8s_dir/ (add it with kind/localnode/k8sbuild/gen-gomod.sh v$_k8s_want; not supported)" >&2
+      echo "K8S=$_k8s_want: this pre-release is not pinned in k8sbuild/$_k8s_dir/ (pinned pre-releases of $K8S_MINOR: $(k8s_pre_pinned "$K8S_MINOR" | grep . || echo none); add it with kind/localnode/k8sbuild/gen-gomod.sh v$_k8s_want)" >&2
       return 2 2>/dev/null || exit 2
     fi
   else
@@ -53,8 +56,8 @@ else
   _k8s_dir=${_k8s_dir:-$K8S_MINOR}
   if [[ ! -f "$LOCALNODE_SRC/k8sbuild/$_k8s_dir/go.mod" ]]; then
     echo "K8S=$_k8s_want: Kubernetes $K8S_MINOR is not supported by the local node (supported: $(k8s_minor_dirs | tr '\n' ' ')); add it with kind/localnode/k8sbuild/gen-gomod.sh v$K8S_MINOR.N" >&2
-    [[ ! -f "$LOCALNODE_SRC/k8sbuild/pre-$K8S_MINOR/go.mod" ]] ||
-      echo "  (a pre-release is pinned, not supported: K8S=$(k8s_pinned "pre-$K8S_MINOR" | sed 's/^v//'))" >&2
+    [[ -z "$(k8s_pre_pinned "$K8S_MINOR")" ]] ||
+      echo "  (pre-releases are pinned, named in full: K8S=$(k8s_pre_pinned "$K8S_MINOR" | sed 's/ / or K8S=/g'))" >&2
     return 2 2>/dev/null || exit 2
   fi
   K8S_VERSION=$(k8s_pinned "$_k8s_dir")
@@ -65,8 +68,12 @@ else
 fi
 K8S_MINOR=$(sed -E 's/^v(1\.[0-9]+)\..*/\1/' <<<"$K8S_VERSION")
 K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/$K8S_MINOR"
-# A pre-release (v1.38.0-alpha.0) builds from k8sbuild/pre-1.38/.
-[[ "$K8S_VERSION" != *-* ]] || K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/pre-$K8S_MINOR"
+# A pre-release (v1.38.0-beta.0) builds from k8sbuild/pre-1.38.0-beta.0/.
+[[ "$K8S_VERSION" != *-* ]] || K8SBUILD_DIR="$LOCALNODE_SRC/k8sbuild/pre-${K8S_VERSION#v}"
+# The Go toolchain of the go commands run in K8SBUILD_DIR (lib.sh's k8s_go): its go.mod's
+# `toolchain` line when it has one (v1.38.0-beta.0 wants go 1.27.0; the machine's Go is
+# older, and the module proxy serves go1.27.4), else the go command's own.
+K8S_GOTOOLCHAIN=$(awk '$1 == "toolchain" {print $2; exit}' "$K8SBUILD_DIR/go.mod" 2>/dev/null)
 K8S_PATCH_FILE=
 if [[ -n "$K8S_PATCH" ]]; then
   K8S_PATCH_FILE="$LOCALNODE_SRC/patches/$K8S_PATCH-$K8S_MINOR.patch"
@@ -96,7 +103,7 @@ fi
 # Picked up by ctr, so `ctr images ls` talks to the node's containerd.
 CONTAINERD_ADDRESS="$LOCALNODE_RUNTIME/containerd/containerd.sock"
 CONTAINERD_NAMESPACE=k8s.io
-export LOCALNODE_SRC K8S_VERSION K8S_MINOR K8S_PATCH K8S_PATCH_FILE LOCALNODE_KEY K8SBUILD_DIR LOCALNODE_ROOT LOCALNODE_CACHE LOCALNODE_BIN LOCALNODE_RUNTIME \
+export LOCALNODE_SRC K8S_VERSION K8S_MINOR K8S_GOTOOLCHAIN K8S_PATCH K8S_PATCH_FILE LOCALNODE_KEY K8SBUILD_DIR LOCALNODE_ROOT LOCALNODE_CACHE LOCALNODE_BIN LOCALNODE_RUNTIME \
   KUBECONFIG KUBECTL KUBECACHEDIR NODE_NAME CONTAINERD_ADDRESS CONTAINERD_NAMESPACE
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then

@@ -284,6 +284,10 @@ build_lock() {
   hold_build_lock "$LOCALNODE_CACHE/build.lock" "$1" "Kubernetes $K8S_VERSION" || _T0=$EPOCHREALTIME
 }
 
+# k8s_go ARGS...: the go command with the toolchain of K8SBUILD_DIR's go.mod (env.sh's
+# K8S_GOTOOLCHAIN: go1.27.4 for v1.38.0-beta.0), for the go commands run on that module only.
+k8s_go() { env ${K8S_GOTOOLCHAIN:+GOTOOLCHAIN=$K8S_GOTOOLCHAIN} go "$@"; }
+
 # k8s_ldflags [VERSION]: the -ldflags of a Go build from k8sbuild/<minor>/ (build.sh, build-e2e.sh),
 # with the version (default K8S_VERSION; build-patched.sh: v1.37.2+NAME) stamped as
 # Kubernetes' own hack/lib/version.sh does; build date = the release tag's time. Sharing one
@@ -293,7 +297,7 @@ k8s_ldflags() {
   # A pre-release's minor ends in "+" (v1.38.0-alpha.0: "38+"), as version.sh makes it.
   [[ "$K8S_VERSION" != *-* ]] || minor+="+"
   date=$(cd "$K8SBUILD_DIR" &&
-    go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes) || return
+    k8s_go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes) || return
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-1970-01-01T00:00:00Z}"

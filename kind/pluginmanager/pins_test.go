@@ -29,7 +29,8 @@ func moduleVersion(t *testing.T, module string, fn any) string {
 
 // TestKubeletPins: the kubelet code under test is the patch release the
 // local node's build module pins for its minor
-// (kind/localnode/k8sbuild/<minor>/go.mod), staging modules included: the
+// (kind/localnode/k8sbuild/<minor>/go.mod, or pre-<version>/ for a pinned
+// pre-release), staging modules included: the
 // tests run what the local node runs. Regenerate with ./gen-modfile.sh.
 func TestKubeletPins(t *testing.T) {
 	linked := map[string]string{
@@ -45,7 +46,12 @@ func TestKubeletPins(t *testing.T) {
 	}
 	minor := parts[0] + "." + parts[1]
 	t.Logf("kubelet code: k8s.io/kubernetes %s", k8s)
-	src := filepath.Join("..", "localnode", "k8sbuild", minor, "go.mod")
+	// A pre-release (v1.38.0-beta.0) is pinned by k8sbuild/pre-1.38.0-beta.0/.
+	dir, gen := minor, minor
+	if strings.Contains(k8s, "-") {
+		dir, gen = "pre-"+strings.TrimPrefix(k8s, "v"), strings.TrimPrefix(k8s, "v")
+	}
+	src := filepath.Join("..", "localnode", "k8sbuild", dir, "go.mod")
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatalf("Kubernetes %s is not a supported minor (%v): the tests run only against a minor the local node builds", minor, err)
@@ -66,7 +72,7 @@ func TestKubeletPins(t *testing.T) {
 	}
 	for mod, got := range linked {
 		if want := pinned[mod]; got != want {
-			t.Errorf("%s is %s here, %s pins %s: regenerate with ./gen-modfile.sh %s", mod, got, src, want, minor)
+			t.Errorf("%s is %s here, %s pins %s: regenerate with ./gen-modfile.sh %s", mod, got, src, want, gen)
 		}
 	}
 }

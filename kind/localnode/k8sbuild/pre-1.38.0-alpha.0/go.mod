@@ -1,5 +1,5 @@
 // Nested module that builds the Kubernetes pre-release v1.38.0-alpha.0 (not supported, not in CI); regenerate with ../gen-gomod.sh.
-module github.com/csi-registrar/csi-registrar/kind/localnode/k8sbuild/pre-1.38
+module github.com/csi-registrar/csi-registrar/kind/localnode/k8sbuild/pre-1.38.0-alpha.0
 
 go 1.26.0
 
