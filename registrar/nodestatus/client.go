@@ -236,19 +236,6 @@ type CSINode struct {
 	} `json:"spec"`
 }
 
-// driverNodeID returns the node ID of driver's entry, and whether there is one.
-func (c *CSINode) driverNodeID(driver string) (string, bool) {
-	if c == nil {
-		return "", false
-	}
-	for _, d := range c.Spec.Drivers {
-		if d.Name == driver {
-			return d.NodeID, true
-		}
-	}
-	return "", false
-}
-
 const (
 	nodesPath    = "/api/v1/nodes"
 	csinodesPath = "/apis/storage.k8s.io/v1/csinodes"

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
-	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
 // Source is the registrar a Reporter follows: *registrar.Registrar.
@@ -174,18 +173,6 @@ func (r *Reporter) act(ctx context.Context, src Source, s *state) error {
 	return nil
 }
 
-// registration is what the latest Node and CSINode say of the driver.
-func registration(s *state) csiplugin.Registration {
-	var reg csiplugin.Registration
-	reg.CSINodeID, reg.InCSINode = s.csinode.driverNodeID(s.st.DriverName)
-	if s.node != nil {
-		if m, err := csiplugin.ParseNodeIDAnnotation(s.node.Metadata.Annotations[csiplugin.NodeIDAnnotation]); err == nil {
-			reg.AnnotationID, reg.Annotated = m[s.st.DriverName]
-		}
-	}
-	return reg
-}
-
 // heal: the kubelet confirmed the registration, yet the CSINode entry or
 // the annotation key is gone (the CSINode garbage-collected after its Node
 // was deleted and created again, or deleted by hand). Looked at again
@@ -195,7 +182,7 @@ func (r *Reporter) heal(ctx context.Context, src Source, s *state) error {
 	if s.st.Stage != registrar.StageRegistered || s.node == nil || !s.csiKnown {
 		return nil
 	}
-	if reg := registration(s); reg.InCSINode && reg.Annotated {
+	if registration(s).Registered() {
 		if s.lost != "" {
 			r.log.Info("the driver's registration is in the API server again", "driver", s.st.DriverName)
 			r.lost.Store(nil)
@@ -212,7 +199,7 @@ func (r *Reporter) heal(ctx context.Context, src Source, s *state) error {
 		return err
 	}
 	reg := registration(s)
-	if reg.InCSINode && reg.Annotated {
+	if reg.Registered() {
 		return nil
 	}
 	what := reg.Problem()
@@ -322,8 +309,8 @@ func (r *Reporter) removeTaint(ctx context.Context, s *state) error {
 	if !confirmed || s.node == nil || s.taintDone == s.node.Metadata.UID {
 		return nil
 	}
-	if _, ok := s.csinode.driverNodeID(s.st.DriverName); !ok {
-		return nil // the CSINode watch brings the entry
+	if !registration(s).Registered() {
+		return nil // the watches bring the CSINode entry and the annotation
 	}
 	n, err := r.c.GetNode(ctx, r.opts.NodeName)
 	if err != nil {
