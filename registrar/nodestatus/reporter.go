@@ -249,9 +249,9 @@ func (r *Reporter) refresh(ctx context.Context, s *state) error {
 // the status, as the Node Problem Detector keeps it.
 //
 // An instance that does not hold the registration (a new pod in a rollout,
-// while the old one still holds it) does not overwrite a True that
-// another instance keeps fresh: the condition does not change while the
-// driver stays registered.
+// while the old one still holds it) does not overwrite a True that another
+// instance keeps fresh while the kubelet's registration is in the API
+// server: the condition does not change while the driver stays registered.
 func (r *Reporter) writeCondition(ctx context.Context, s *state) error {
 	want, ok := desired(s.st, s.lost)
 	if !ok {
@@ -272,6 +272,14 @@ func (r *Reporter) writeCondition(ctx context.Context, s *state) error {
 	s.node, onNode = n, n.condition(r.opts.Condition)
 	s.waitStale = time.Time{}
 	if want.Status != "True" && !s.heldTrue && onNode != nil && onNode.Status == "True" {
+		if !s.csiKnown {
+			if err := r.refresh(ctx, s); err != nil {
+				return err
+			}
+		}
+		if !registration(s).Registered() {
+			onNode.LastHeartbeatTime = "" // the kubelet has no registration: nobody holds it, write False now
+		}
 		if hb, err := time.Parse(time.RFC3339, onNode.LastHeartbeatTime); err == nil {
 			if stale := hb.Add(2*r.heartbeat + 30*time.Second); now.Before(stale) {
 				s.waitStale = stale

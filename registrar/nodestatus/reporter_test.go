@@ -209,6 +209,8 @@ func TestConditionUnchangedInRollout(t *testing.T) {
 	held := Condition{Type: testCondition, Status: "True", Reason: ReasonRegistered, Message: "the kubelet confirmed the registration of " + testDriver + " and the driver answers",
 		LastTransitionTime: since, LastHeartbeatTime: time.Now().UTC().Format(time.RFC3339)}
 	f.setConditions(held)
+	f.annotate(testDriver)
+	f.setCSINodeDrivers(testDriver) // the old instance's registration
 	src := newSource()
 	src.set(registrar.StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
 	start(t, f, src, Options{Condition: testCondition}, time.Minute)
@@ -237,6 +239,8 @@ func TestConditionUnchangedInRollout(t *testing.T) {
 func TestConditionStaleTrueReplaced(t *testing.T) {
 	f := newFakeAPIServer(t, testNode)
 	f.setConditions(Condition{Type: testCondition, Status: "True", Reason: ReasonRegistered, LastTransitionTime: "2026-11-01T00:00:00Z", LastHeartbeatTime: "2026-11-01T00:00:00Z"})
+	f.annotate(testDriver)
+	f.setCSINodeDrivers(testDriver)
 	src := newSource()
 	src.set(registrar.StageRejected, "topology label collision")
 	start(t, f, src, Options{Condition: testCondition}, time.Minute)
@@ -380,5 +384,24 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate: %T, want a *csiplugin.ValidationError (exit code 2)", err)
 			}
 		})
+	}
+}
+
+// TestConditionFreshTrueWithoutRegistrationReplaced: a fresh True, but the
+// kubelet's registration is gone from the API server (the previous pod left
+// and the kubelet unregistered the driver): nobody holds it, False at once.
+func TestConditionFreshTrueWithoutRegistrationReplaced(t *testing.T) {
+	f := newFakeAPIServer(t, testNode)
+	now := time.Now().UTC().Format(time.RFC3339)
+	f.setConditions(Condition{Type: testCondition, Status: "True", Reason: ReasonRegistered, LastTransitionTime: now, LastHeartbeatTime: now})
+	f.setCSINodeDrivers()
+	src := newSource()
+	src.set(registrar.StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
+	start(t, f, src, Options{Condition: testCondition}, time.Minute)
+	if err := f.waitFor(waitCtx(t), "False WaitingForKubelet", func(n Node, _ []fakePatch) bool {
+		c := cond(n)
+		return c != nil && c.Status == "False" && c.Reason == ReasonWaitingForKubelet
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
