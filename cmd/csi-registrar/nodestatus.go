@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 
 	"github.com/urfave/cli/v2"
@@ -21,8 +22,8 @@ func nodeStatusFlags() []cli.Flag {
 			Usage: "own this Node condition type, e.g. <driver>/NodePluginRegistered: True once the kubelet confirmed the registration and the driver answers"},
 		&cli.StringFlag{Name: "remove-startup-taint", EnvVars: env("remove-startup-taint"), Category: nodeStatusCategory,
 			Usage: "remove the taint with this key from the Node once the registration is confirmed and the CSINode lists the driver; never added back"},
-		&cli.StringFlag{Name: "node-name", EnvVars: append(env("node-name"), "KUBE_NODE_NAME"), Category: nodeStatusCategory,
-			Usage: "this pod's Node (downward API spec.nodeName, as KUBE_NODE_NAME); read only with --node-condition or --remove-startup-taint"},
+		&cli.StringFlag{Name: "node-name", EnvVars: env("node-name"), Category: nodeStatusCategory,
+			Usage: "this pod's Node (default $KUBE_NODE_NAME: downward API spec.nodeName); read only with --node-condition or --remove-startup-taint"},
 	}
 }
 
@@ -33,6 +34,9 @@ func nodeStatusOptions(c *cli.Context) (nodestatus.Options, error) {
 		return nodestatus.Options{}, nil
 	}
 	o.NodeName = c.String("node-name")
+	if !c.IsSet("node-name") {
+		o.NodeName = os.Getenv("KUBE_NODE_NAME")
+	}
 	return o, o.Validate()
 }
 
