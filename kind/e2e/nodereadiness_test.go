@@ -27,11 +27,13 @@ import (
 // lifts the startup taint, heals a deleted CSINode; its service account may
 // write only its own Node.
 const (
-	readinessOverlay   = "kind/e2e/overlays/node-readiness"
-	readinessCondition = "stub.csi.example.com/NodePluginRegistered"
-	readinessTaint     = "stub.csi.example.com/agent-not-ready"
-	readinessSA        = "csi-stub-node"
-	otherNodeName      = "csi-registrar-e2e-other-node"
+	readinessOverlay = "kind/e2e/overlays/node-readiness"
+	// The local node's pods reach its API server only on the host's network.
+	readinessOverlayLocal = "kind/e2e/overlays/node-readiness-local"
+	readinessCondition    = "stub.csi.example.com/NodePluginRegistered"
+	readinessTaint        = "stub.csi.example.com/agent-not-ready"
+	readinessSA           = "csi-stub-node"
+	otherNodeName         = "csi-registrar-e2e-other-node"
 )
 
 // TestNodeReadiness: every node tainted with the startup taint as a kubelet
@@ -61,8 +63,12 @@ func TestNodeReadiness(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	overlay := readinessOverlay
+	if cl.Provider.Name() == "local" {
+		overlay = readinessOverlayLocal
+	}
 	t0 := time.Now()
-	if err := cl.Apply(ctx, readinessOverlay); err != nil {
+	if err := cl.Apply(ctx, overlay); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range allNodes {
