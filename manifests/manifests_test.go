@@ -429,3 +429,38 @@ func TestStatusClusterRoles(t *testing.T) {
 		t.Errorf("--set statusClusterRoles=false: %d objects, want the two ClusterRoles fewer", len(objs))
 	}
 }
+
+// TestNodeReadiness: nodeReadiness.enabled=true renders what
+// overlays/node-readiness/ (manifests/ with components/node-readiness/)
+// renders; without it no object gives the pod a token or API access.
+func TestNodeReadiness(t *testing.T) {
+	fromOverlay := kustomize(t, filepath.Join("overlays", "node-readiness"))
+	diffObjects(t, "kubectl kustomize overlays/node-readiness", fromOverlay, "helm template --set nodeReadiness.enabled=true",
+		helmTemplate(t, map[string]any{"nodeReadiness": map[string]any{"enabled": true}}))
+	var base []object // without the component's kinds, which typed does not take
+	for _, o := range fromOverlay {
+		switch o["kind"] {
+		case "ServiceAccount", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		default:
+			base = append(base, o)
+		}
+	}
+	_, _, dss := typed(t, base)
+	spec := dss[0].Spec.Template.Spec
+	if spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken || spec.ServiceAccountName != "csi-stub-node" {
+		t.Errorf("node-readiness: the pod must mount the token of csi-stub-node: automount %v, account %q", spec.AutomountServiceAccountToken, spec.ServiceAccountName)
+	}
+	for _, dir := range []string{".", filepath.Join("overlays", "without-rolling-update")} {
+		objs := kustomize(t, dir)
+		for _, o := range objs {
+			switch o["kind"] {
+			case "ServiceAccount", "ClusterRoleBinding", "ValidatingAdmissionPolicy":
+				t.Errorf("%s renders %s without the node-readiness component", dir, o.key())
+			}
+		}
+		_, _, dss := typed(t, objs)
+		if a := dss[0].Spec.Template.Spec.AutomountServiceAccountToken; a == nil || *a {
+			t.Errorf("%s: automountServiceAccountToken %v, want false: without the component the pod has no token", dir, a)
+		}
+	}
+}

@@ -291,6 +291,8 @@ func (h *handoverLoop) loop(ctx context.Context) error {
 			return h.leave()
 		case reply := <-h.r.ping:
 			close(reply)
+		case req := <-h.r.reregister:
+			h.onReregister(req)
 		case ev := <-h.peerEvents:
 			h.onPeer(ev)
 		case <-h.signalC():

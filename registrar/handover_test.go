@@ -232,3 +232,30 @@ func TestHandoverReplacesDeadSocket(t *testing.T) {
 		t.Fatal("the dead socket was not replaced")
 	}
 }
+
+// TestHandoverReregister: Reregister (a CSINode lost) re-announces the one
+// registration socket: a new file at the path, which every instance
+// serves, and the kubelet registers the driver again.
+func TestHandoverReregister(t *testing.T) {
+	n := newHandoverNode(t)
+	a := startPod(t, n, "a")
+	kubeletRegisters(t, n)
+	wantRegistered(t, a)
+	b := startPod(t, n, "b")
+	wantRegistered(t, b)
+	ino := inode(t, n.regSock())
+	if err := b.r.Reregister("test: CSINode lost"); err != nil {
+		t.Fatal(err)
+	}
+	if inode(t, n.regSock()) == ino {
+		t.Fatal("Reregister left the same socket file: the kubelet would not register again")
+	}
+	kubeletRegisters(t, n)
+	wantRegistered(t, b)
+	eventually(t, "a confirmed through b", func() bool { return a.r.Status().Stage == registrar.StageRegistered })
+	// b leaves; a serves the new socket it received.
+	b.reg.stop(t)
+	if _, err := registrartest.GetInfoSocket(context.Background(), n.regSock()); err != nil {
+		t.Fatalf("after b left, the re-announced socket does not answer: %v", err)
+	}
+}

@@ -91,6 +91,12 @@ func (r *Registrar) serveReadyz(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, st.Stage.String()+", but the driver does not answer Probe: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	if check := r.opts.ReadyCheck; check != nil {
+		if err := check(); err != nil {
+			http.Error(w, st.Stage.String()+", but "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	fmt.Fprintln(w, st.String())
 }
 

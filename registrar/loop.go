@@ -239,6 +239,8 @@ func (l *loop) run(ctx context.Context) error {
 			}
 		case reply := <-l.r.ping:
 			close(reply)
+		case req := <-l.r.reregister:
+			l.onReregister(req)
 		case a := <-answers:
 			err = l.onDriverAnswer(ctx, a)
 		case <-signal:

@@ -60,6 +60,11 @@ type Options struct {
 	// The kubelet sees no file event during a rollout. CSIAddress and
 	// KubeletRegistrationPath must name the same socket (same base name).
 	Handover bool
+	// ReadyCheck, if set, is asked by /readyz once the registration is
+	// confirmed and the driver answers: an error makes it answer 503 with
+	// the error's text (registrar/nodestatus reports a CSINode loss it could
+	// not heal this way). It must return quickly.
+	ReadyCheck func() error
 	// Version is the label of csi_registrar_build_info; empty: the main
 	// module's version from the build information.
 	Version string

@@ -48,6 +48,9 @@ type Registrar struct {
 	driver     *driverClient      // set by Run before any HTTP request can reach it
 	httpLimits httpLimits
 
+	// reregister carries Reregister's requests to the control loop (nodehook.go).
+	reregister chan reregisterRequest
+
 	// The control loop's dependencies: the real ones unless a test of this
 	// package sets them (export_test.go) before Run.
 	clock      clock
@@ -76,6 +79,7 @@ func New(opts Options) (*Registrar, error) {
 		httpLimits: defaultHTTPLimits,
 		newWatcher: fsnotify.NewWatcher,
 		bootTime:   readBootTime,
+		reregister: make(chan reregisterRequest),
 	}, nil
 }
 

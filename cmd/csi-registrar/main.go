@@ -19,6 +19,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
+	"github.com/csi-registrar/csi-registrar/registrar/nodestatus"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
 
@@ -43,19 +44,13 @@ func main() {
 // roles are what the subcommands call once flags became options; tests
 // replace them to check the mapping without starting anything.
 type roles struct {
-	register func(context.Context, registrar.Options) error
+	register func(context.Context, registrar.Options, nodestatus.Options) error
 	driver   func(context.Context, stubdriver.Options) error
 }
 
 func defaultRoles() roles {
 	return roles{
-		register: func(ctx context.Context, o registrar.Options) error {
-			r, err := registrar.New(o)
-			if err != nil {
-				return err
-			}
-			return r.Run(ctx)
-		},
+		register: runRegistrar,
 		driver: func(ctx context.Context, o stubdriver.Options) error {
 			d, err := stubdriver.New(o)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/nodestatus"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
@@ -94,6 +95,7 @@ func runInProcess(t *testing.T, r roles, args ...string) result {
 // capture records what the roles were called with, instead of starting anything.
 type capture struct {
 	register      []registrar.Options
+	nodeStatus    []nodestatus.Options
 	driver        []stubdriver.Options
 	registerCalls int
 	driverCalls   int
@@ -101,9 +103,10 @@ type capture struct {
 
 func (c *capture) roles() roles {
 	return roles{
-		register: func(_ context.Context, o registrar.Options) error {
+		register: func(_ context.Context, o registrar.Options, ns nodestatus.Options) error {
 			c.registerCalls++
 			c.register = append(c.register, o)
+			c.nodeStatus = append(c.nodeStatus, ns)
 			return nil
 		},
 		driver: func(_ context.Context, o stubdriver.Options) error {

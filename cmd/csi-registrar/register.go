@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/nodestatus"
 )
 
 // envPrefix is the only prefix of environment variables csi-registrar reads;
@@ -49,7 +50,7 @@ const (
 	modeProbe        = "kubelet-registration-probe"
 )
 
-func registerCommand(run func(context.Context, registrar.Options) error) *cli.Command {
+func registerCommand(run func(context.Context, registrar.Options, nodestatus.Options) error) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "csi-address", Value: registrar.DefaultCSIAddress, EnvVars: env("csi-address"),
 			Usage: "the CSI driver's socket in this container: a path or unix:// URL"},
@@ -70,6 +71,7 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 			Usage: "accepted for compatibility: the Go runtime already sets GOMAXPROCS from the container's CPU limit"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 	)
+	flags = append(flags, nodeStatusFlags()...)
 	flags = append(flags, loggingFlags()...)
 	flags = append(flags, legacyKlogFlags()...)
 	return &cli.Command{
@@ -104,6 +106,10 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 				return err
 			}
 			opts.Logger = log
+			ns, err := nodeStatusOptions(c)
+			if err != nil {
+				return err
+			}
 			logIgnored(c, log, map[string]string{
 				"automaxprocs": "the Go runtime sets GOMAXPROCS from the cgroup CPU limit",
 			})
@@ -113,7 +119,7 @@ func registerCommand(run func(context.Context, registrar.Options) error) *cli.Co
 			defer stop()
 			log.Info("starting csi-registrar register", "version", version, "kubeletRegistrationPath", opts.KubeletRegistrationPath,
 				"pluginRegistrationPath", opts.PluginRegistrationPath)
-			return run(ctx, opts)
+			return run(ctx, opts, ns)
 		},
 	}
 }

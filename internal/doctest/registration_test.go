@@ -20,12 +20,13 @@ import (
 // csiplugin.Registration (or drivercases.Registration) from them, prints
 // them, or writes them (the status scale test's fake nodes).
 var registrationFactReaders = map[string]bool{
-	"registrar/csiplugin/registration.go": true, // the rule and the annotation's parser
-	"internal/drivercases/cluster.go":     true, // Registration, RegistrationOf, AnnotationMap, CSINodeEntries
-	"internal/drivercases/diagnostics.go": true, // prints the Node and CSINode of a failure
-	"internal/doctor/api.go":              true, // doctor's own JSON types, into csiplugin.Registration
-	"internal/clusterstatus/analyze.go":   true, // status' facts, into csiplugin.Registration
-	"kind/statusscale/main.go":            true, // writes fake CSINodes
+	"registrar/csiplugin/registration.go":  true, // the rule and the annotation's parser
+	"internal/drivercases/cluster.go":      true, // Registration, RegistrationOf, AnnotationMap, CSINodeEntries
+	"internal/drivercases/diagnostics.go":  true, // prints the Node and CSINode of a failure
+	"internal/doctor/api.go":               true, // doctor's own JSON types, into csiplugin.Registration
+	"internal/clusterstatus/analyze.go":    true, // status' facts, into csiplugin.Registration
+	"kind/statusscale/main.go":             true, // writes fake CSINodes
+	"registrar/nodestatus/registration.go": true, // the Node and CSINode watched, into csiplugin.Registration
 }
 
 // registrationRuleSites decide whether a driver is registered; each calls

@@ -79,3 +79,11 @@ true
 {{- fail (printf "rollingUpdate.enabled: %q is not one of auto, true, false; use auto (on for an API server of 1.34 to 1.37), true or false" $v) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Node condition and the startup taint of nodeReadiness. */}}
+{{- define "csi-registrar.nodeCondition" -}}
+{{- .Values.nodeReadiness.condition | default (printf "%s/NodePluginRegistered" (include "csi-registrar.driverName" .)) -}}
+{{- end -}}
+{{- define "csi-registrar.startupTaint" -}}
+{{- .Values.nodeReadiness.startupTaint | default (printf "%s/agent-not-ready" (include "csi-registrar.driverName" .)) -}}
+{{- end -}}
