@@ -189,6 +189,16 @@ release: ## VERSION=vX.Y.Z: binaries (linux amd64, arm/v7, arm64, ppc64le, s390x
 	RELEASE_CHECK_DIR=$(abspath $(RELEASE_DIR)) RELEASE_CHECK_VERSION=$(VERSION) \
 	  $(GO) test -count=1 -run '^TestReleaseDir$$' ./internal/release
 
+# ---- test-platforms: the release's other platforms under user-mode emulation ---
+# kind/test-platforms.sh: per platform (linux arm/v7, arm64, ppc64le, s390x on an
+# amd64 machine; PLATFORMS="arm" narrows), csi-registrar --version and the test
+# binaries of the registration server, socket ownership and the control loop under
+# qemu-<arch> (Debian's qemu-user, installed if missing; no binfmt registration),
+# each test binary printing its GOARCH. Binaries and logs in bin/platforms/.
+.PHONY: test-platforms
+test-platforms: ## csi-registrar --version and the registrar's test packages for linux arm/v7, arm64, ppc64le, s390x under qemu-user (installs it), each printing its GOARCH
+	GO=$(GO) VERSION=$(VERSION) TAGS=$(RELEASE_TAGS) LDFLAGS='$(LDFLAGS)' PLATFORMS="$(PLATFORMS)" bash kind/test-platforms.sh
+
 -include kind/localnode/localnode.mk
 -include kind/kind.mk
 -include kind/storage/storage.mk
