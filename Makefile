@@ -165,42 +165,40 @@ bench-status-scale: build ## kubectl csi-registrar status on STATUS_NODES (5000)
 	@$(call with_node_lock,bash kind/statusscale.sh -nodes=$(STATUS_NODES))
 
 # ---- release: the artifacts of one version (docs/development.md "Releases") ---
-# $(RELEASE_DIR): static binaries for linux/amd64 and linux/arm64 (built as by
-# `make build`; the image's and the kubectl plugin's), one multi-arch OCI image (an image index of both) as an OCI
-# archive and its digest, a CycloneDX SBOM of the linked Go modules, the
-# kubectl plugin's .tar.gz archives and their krew manifest, and SHA256SUMS;
-# written by internal/release/assemble (Go: no container tool needed), then checked by the release checker (internal/release, TestReleaseDir).
-# Only files named as a release names them are removed from $(RELEASE_DIR).
+# $(RELEASE_DIR): static binaries for linux amd64, arm (GOARM=7), arm64, ppc64le
+# and s390x (internal/release Platforms; the image's and the kubectl plugin's,
+# built as by `make build`), one multi-platform OCI image (an image index of the
+# five) as an OCI archive and its digest, a CycloneDX SBOM of the linked Go
+# modules, the kubectl plugin's .tar.gz archives and their krew manifest, and
+# SHA256SUMS; built and written by internal/release/assemble (Go: no container
+# tool needed), then checked by the release checker (internal/release,
+# TestReleaseDir). Only files named as a release names them are removed from
+# $(RELEASE_DIR). VERSION must be given (git describe's default is refused).
 RELEASE_DIR    ?= bin/release
 # Where the release's files will be downloaded from (the krew manifest's URIs);
 # empty: the GitHub release of $(VERSION).
 RELEASE_DOWNLOAD_URL ?=
-RELEASE_ARCHS  := amd64 arm64
 # The SBOM's build tags: those of GOBUILD (the checker compares them with the binaries').
 RELEASE_TAGS   := grpcnotrace,urfave_cli_no_docs,urfave_cli_no_suggest
-RELEASE_SEMVER := ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$
 
 .PHONY: release
-release: ## VERSION=vX.Y.Z: binaries (amd64, arm64), multi-arch OCI archive, SBOM, krew manifest, SHA256SUMS in $(RELEASE_DIR), checked
-	@if [ "$(origin VERSION)" = file ]; then \
-	  echo "make release: name the version: make release VERSION=vMAJOR.MINOR.PATCH (not git describe's $(VERSION))" >&2; exit 2; fi
-	@re='$(RELEASE_SEMVER)'; [[ "$(VERSION)" =~ $$re ]] || { \
-	  echo "make release: VERSION=\"$(VERSION)\" is not a release version: want vMAJOR.MINOR.PATCH, optionally -PRERELEASE (e.g. make release VERSION=v0.1.0)" >&2; exit 2; }
-	@start=$$(date +%s); mkdir -p $(RELEASE_DIR); \
-	rm -f $(RELEASE_DIR)/csi-registrar-v* $(RELEASE_DIR)/kubectl-csi_registrar-v* $(RELEASE_DIR)/SHA256SUMS; \
-	for arch in $(RELEASE_ARCHS); do \
-	  echo "building linux/$$arch"; \
-	  GOOS=linux GOARCH=$$arch $(GOBUILD) -o $(RELEASE_DIR)/csi-registrar-$(VERSION)-linux-$$arch ./cmd/csi-registrar; \
-	  GOOS=linux GOARCH=$$arch $(GOBUILD) -o $(RELEASE_DIR)/kubectl-csi_registrar-$(VERSION)-linux-$$arch ./cmd/kubectl-csi_registrar; \
-	done; \
-	$(GO) run ./internal/release/assemble -dir $(RELEASE_DIR) -version $(VERSION) -tags $(RELEASE_TAGS) \
+release: ## VERSION=vX.Y.Z: binaries (linux amd64, arm/v7, arm64, ppc64le, s390x), one multi-platform OCI archive, SBOM, krew manifest, SHA256SUMS in $(RELEASE_DIR), checked
+	$(GO) run ./internal/release/assemble -build -go $(GO) -dir $(RELEASE_DIR) \
+	  -version '$(if $(filter file,$(origin VERSION)),,$(VERSION))' -tags $(RELEASE_TAGS) -ldflags '$(LDFLAGS)' \
 	  -created $$(git log -1 --format=%ct 2>/dev/null || date +%s) -revision "$$(git rev-parse HEAD 2>/dev/null || true)" \
-	  -download-url "$(RELEASE_DOWNLOAD_URL)"; \
-	echo "checking $(RELEASE_DIR)"; \
+	  -download-url "$(RELEASE_DOWNLOAD_URL)"
 	RELEASE_CHECK_DIR=$(abspath $(RELEASE_DIR)) RELEASE_CHECK_VERSION=$(VERSION) \
-	  $(GO) test -count=1 -run '^TestReleaseDir$$' ./internal/release; \
-	ls -l $(RELEASE_DIR); \
-	echo "make release $(VERSION): $$(( $$(date +%s) - start )) s"
+	  $(GO) test -count=1 -run '^TestReleaseDir$$' ./internal/release
+
+# ---- test-platforms: the release's other platforms under user-mode emulation ---
+# kind/test-platforms.sh: per platform (linux arm/v7, arm64, ppc64le, s390x on an
+# amd64 machine; PLATFORMS="arm" narrows), csi-registrar --version and the test
+# binaries of the registration server, socket ownership and the control loop under
+# qemu-<arch> (Debian's qemu-user, installed if missing; no binfmt registration),
+# each test binary printing its GOARCH. Binaries and logs in bin/platforms/.
+.PHONY: test-platforms
+test-platforms: ## csi-registrar --version and the registrar's test packages for linux arm/v7, arm64, ppc64le, s390x under qemu-user (installs it), each printing its GOARCH
+	GO=$(GO) VERSION=$(VERSION) TAGS=$(RELEASE_TAGS) LDFLAGS='$(LDFLAGS)' PLATFORMS="$(PLATFORMS)" bash kind/test-platforms.sh
 
 -include kind/localnode/localnode.mk
 -include kind/kind.mk

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -63,7 +64,15 @@ func Example() {
 
 	// The kubelet.
 	regSock := filepath.Join(registry, stubdriver.DefaultName+csiplugin.RegistrationSocketSuffix)
-	exampleWaitUntil(func() bool { _, err := os.Stat(regSock); return err == nil })
+	// Wait until it answers, not only exists: the file is there from bind(2),
+	// a moment before listen(2) (a kubelet retries a refused dial).
+	exampleWaitUntil(func() bool {
+		c, err := net.Dial("unix", regSock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 	reg, err := registrartest.Register(ctx, regSock)
 	if err != nil || reg.Err != nil {
 		log.Fatal(err, reg)

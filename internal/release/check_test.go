@@ -36,8 +36,24 @@ import (
 // repoRoot is the main module's directory.
 const repoRoot = "../.."
 
-// machineOf is the ELF machine of each release architecture.
-var machineOf = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+// elfOf is what the ELF header of a static Go binary for each release
+// architecture says: machine, class and byte order (s390x is big-endian,
+// arm 32-bit).
+var elfOf = map[string]struct {
+	machine elf.Machine
+	class   elf.Class
+	data    elf.Data
+}{
+	"amd64":   {elf.EM_X86_64, elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"arm":     {elf.EM_ARM, elf.ELFCLASS32, elf.ELFDATA2LSB},
+	"arm64":   {elf.EM_AARCH64, elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"ppc64le": {elf.EM_PPC64, elf.ELFCLASS64, elf.ELFDATA2LSB},
+	"s390x":   {elf.EM_S390, elf.ELFCLASS64, elf.ELFDATA2MSB},
+}
+
+// wantPlatforms are the image index's platforms, and krew's: the Linux
+// platforms of node-driver-registrar's images.
+var wantPlatforms = []string{"linux/amd64", "linux/arm/v7", "linux/arm64/v8", "linux/ppc64le", "linux/s390x"}
 
 // testOnlyModules must not be linked into the binary (and so not in its SBOM).
 var testOnlyModules = []string{
@@ -69,13 +85,16 @@ func sha256Hex(b []byte) string {
 func checkRelease(t *testing.T, dir, version string, real bool) {
 	t.Helper()
 	want := []string{ArchiveName(version), DigestName(version), SBOMName(version), KrewManifestName(version)}
-	for _, a := range Archs {
+	if !slices.Equal(Archs(), []string{"amd64", "arm", "arm64", "ppc64le", "s390x"}) {
+		t.Errorf("the release's architectures are %v, want linux amd64, arm, arm64, ppc64le and s390x", Archs())
+	}
+	for _, a := range Archs() {
 		want = append(want, BinaryName(version, a), PluginBinaryName(version, a), PluginArchiveName(version, a))
 	}
 	sort.Strings(want)
 	checkSums(t, dir, want)
 	binaries := map[string][]byte{}
-	for _, arch := range Archs {
+	for _, arch := range Archs() {
 		p := filepath.Join(dir, BinaryName(version, arch))
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -105,7 +124,7 @@ func checkRelease(t *testing.T, dir, version string, real bool) {
 		t.Fatal(err)
 	}
 	checkArchive(t, filepath.Join(dir, ArchiveName(version)), version, strings.TrimSpace(string(digest)), binaries)
-	checkSBOM(t, filepath.Join(dir, SBOMName(version)), version, real, filepath.Join(dir, BinaryName(version, Archs[0])))
+	checkSBOM(t, filepath.Join(dir, SBOMName(version)), version, real, filepath.Join(dir, BinaryName(version, Archs()[0])))
 	checkKrew(t, dir, version)
 }
 
@@ -151,8 +170,12 @@ func checkELF(t *testing.T, what string, b []byte, arch string, real bool) {
 		t.Fatalf("%s: not an ELF file: %v", what, err)
 	}
 	defer f.Close()
-	if f.Machine != machineOf[arch] {
-		t.Errorf("%s: ELF machine %v, want %v for %s", what, f.Machine, machineOf[arch], arch)
+	want, ok := elfOf[arch]
+	if !ok {
+		t.Fatalf("%s: no ELF expectation for architecture %q", what, arch)
+	}
+	if f.Machine != want.machine || f.Class != want.class || f.Data != want.data {
+		t.Errorf("%s: ELF %v %v %v, want %v %v %v for %s", what, f.Machine, f.Class, f.Data, want.machine, want.class, want.data, arch)
 	}
 	if !real {
 		return
@@ -180,6 +203,9 @@ func checkBuildInfo(t *testing.T, path, arch, version string) {
 	}
 	want := map[string]string{
 		"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": arch, "-trimpath": "true", "-tags": makefileBuildTags(t),
+	}
+	if arch == "arm" {
+		want["GOARM"] = "7" // ARMv7, as node-driver-registrar's arm images
 	}
 	for k, v := range want {
 		if settings[k] != v {
@@ -213,7 +239,11 @@ func checkPluginBuildInfo(t *testing.T, path, arch, version string) {
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	for k, v := range map[string]string{"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": arch, "-trimpath": "true"} {
+	want := map[string]string{"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": arch, "-trimpath": "true"}
+	if arch == "arm" {
+		want["GOARM"] = "7"
+	}
+	for k, v := range want {
 		if settings[k] != v {
 			t.Errorf("%s: build setting %s=%q, want %q", path, k, settings[k], v)
 		}
@@ -312,7 +342,7 @@ func checkArchive(t *testing.T, archive, version, digest string, binaries map[st
 			t.Fatalf("%s: manifest %s has no platform", archive, md.Digest)
 		}
 		arch := md.Platform.Architecture
-		archs = append(archs, md.Platform.OS+"/"+arch)
+		archs = append(archs, md.Platform.String())
 		img, err := idx.Image(md.Digest)
 		if err != nil {
 			t.Fatal(err)
@@ -369,8 +399,8 @@ func checkArchive(t *testing.T, archive, version, digest string, binaries map[st
 		checkELF(t, archive+" "+arch+" /csi-registrar", bin, arch, false)
 	}
 	sort.Strings(archs)
-	if !slices.Equal(archs, []string{"linux/amd64", "linux/arm64"}) {
-		t.Errorf("%s: the image index holds %v, want linux/amd64 and linux/arm64", archive, archs)
+	if !slices.Equal(archs, wantPlatforms) {
+		t.Errorf("%s: the image index holds %v, want %v", archive, archs, wantPlatforms)
 	}
 }
 

@@ -28,7 +28,7 @@ const AnnotationRefName = "org.opencontainers.image.ref.name"
 // (the name upstream's exec probes call; the binary picks the register role
 // from it), as `make image` builds it from the Dockerfile.
 type Image struct {
-	// Arch is the GOARCH and OCI architecture: amd64 or arm64.
+	// Arch is the GOARCH and OCI architecture: one of Archs.
 	Arch string
 	// Binary is the static linux/Arch csi-registrar.
 	Binary []byte
@@ -63,16 +63,13 @@ func (o ImageOptions) Labels() map[string]string {
 	return l
 }
 
-// platformOf is the OCI platform of a GOARCH: arm64 images carry variant v8,
-// as the registries' official images do.
+// platformOf is the OCI platform of a GOARCH of the release.
 func platformOf(arch string) (v1.Platform, error) {
-	switch arch {
-	case "amd64":
-		return v1.Platform{Architecture: arch, OS: "linux"}, nil
-	case "arm64":
-		return v1.Platform{Architecture: arch, OS: "linux", Variant: "v8"}, nil
+	p, err := PlatformOf(arch)
+	if err != nil {
+		return v1.Platform{}, err
 	}
-	return v1.Platform{}, fmt.Errorf("architecture %q: the release has linux/amd64 and linux/arm64 only", arch)
+	return v1.Platform{Architecture: p.GOARCH, OS: "linux", Variant: p.Variant}, nil
 }
 
 // WriteOCIArchive writes one multi-platform image, an image index holding

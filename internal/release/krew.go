@@ -106,7 +106,7 @@ func writeKrew(dir, version, downloadURL string, license []byte, modTime time.Ti
 	m.Metadata.Name = KrewPluginName
 	m.Spec = KrewSpec{Version: version, Homepage: Homepage, Description: krewDescription,
 		ShortDescription: "Tell whether kubelets have CSI drivers registered"}
-	for _, arch := range Archs {
+	for _, arch := range Archs() {
 		bin, err := os.ReadFile(filepath.Join(dir, PluginBinaryName(version, arch)))
 		if err != nil {
 			return fmt.Errorf("%w: the kubectl plugin's linux/%s binary: %v (make release builds it first)", ErrBadInput, arch, err)

@@ -80,8 +80,15 @@ func checkKrew(t *testing.T, dir, version string) {
 		checkPluginArchive(t, name, archive, bin, license)
 	}
 	sort.Strings(platforms)
-	if !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
-		t.Errorf("%s: platforms %v, want linux/amd64 and linux/arm64", path, platforms)
+	// krew's arch label is the GOARCH (runtime.GOARCH of the kubectl
+	// machine), with no variant.
+	var want []string
+	for _, p := range wantPlatforms {
+		f := strings.Split(p, "/")
+		want = append(want, f[0]+"/"+f[1])
+	}
+	if !slices.Equal(platforms, want) {
+		t.Errorf("%s: platforms %v, want %v", path, platforms, want)
 	}
 }
 

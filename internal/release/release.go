@@ -25,8 +25,70 @@ import (
 	"golang.org/x/mod/semver"
 )
 
-// Archs are the architectures of a release (all linux).
-var Archs = []string{"amd64", "arm64"}
+// Platform is one Linux platform of a release.
+type Platform struct {
+	// GOARCH is Go's name of the architecture, also the OCI architecture,
+	// krew's arch label and the end of the release files' names
+	// (-linux-GOARCH).
+	GOARCH string
+	// GOARM is the ARM architecture version built for, GOARCH arm only:
+	// 7, Go's default and what node-driver-registrar's arm images run on.
+	GOARM string
+	// Variant is the OCI platform variant: v7 for arm, v8 for arm64 (as
+	// the registries' official images say), none for the others.
+	Variant string
+}
+
+// Env is the build environment of p: what `go build` and `go list` need
+// in their environment to build for p, statically.
+func (p Platform) Env() []string {
+	env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + p.GOARCH}
+	if p.GOARM != "" {
+		env = append(env, "GOARM="+p.GOARM)
+	}
+	return env
+}
+
+// String is the platform as an OCI platform string: linux/arm/v7.
+func (p Platform) String() string {
+	s := "linux/" + p.GOARCH
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
+
+// Platforms are the platforms of a release: the Linux platforms
+// node-driver-registrar's images cover (amd64, arm/v7, arm64, ppc64le,
+// s390x), in that order.
+func Platforms() []Platform {
+	return []Platform{
+		{GOARCH: "amd64"},
+		{GOARCH: "arm", GOARM: "7", Variant: "v7"},
+		{GOARCH: "arm64", Variant: "v8"},
+		{GOARCH: "ppc64le"},
+		{GOARCH: "s390x"},
+	}
+}
+
+// Archs are the GOARCH of Platforms, in the same order.
+func Archs() []string {
+	var a []string
+	for _, p := range Platforms() {
+		a = append(a, p.GOARCH)
+	}
+	return a
+}
+
+// PlatformOf is the platform of the release whose GOARCH is arch.
+func PlatformOf(arch string) (Platform, error) {
+	for _, p := range Platforms() {
+		if p.GOARCH == arch {
+			return p, nil
+		}
+	}
+	return Platform{}, fmt.Errorf("architecture %q: a release has linux %s", arch, strings.Join(Archs(), ", "))
+}
 
 // SumsFile is the name of the checksum file, in `sha256sum -c` format.
 const SumsFile = "SHA256SUMS"
@@ -55,7 +117,7 @@ func SBOMName(version string) string { return "csi-registrar-" + version + ".cdx
 // Options are the inputs of Assemble.
 type Options struct {
 	// Dir holds BinaryName(Version, arch) and PluginBinaryName(Version,
-	// arch) for every arch of Archs; the
+	// arch) for every arch of Archs (Build writes them); the
 	// archive, its digest and SumsFile are written there.
 	Dir string
 	// Version is the release's version: a semantic version with a leading v
@@ -116,7 +178,7 @@ func Assemble(opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("%w: download URL %q: want an https URL of a directory, ending in /", ErrBadInput, downloadURL)
 	}
 	var images []Image
-	for _, arch := range Archs {
+	for _, arch := range Archs() {
 		p := filepath.Join(opts.Dir, BinaryName(opts.Version, arch))
 		bin, err := os.ReadFile(p)
 		if err != nil {

@@ -13,25 +13,38 @@ import (
 	"time"
 )
 
-// fakeELFHeaderOnly is a fake binary: a 64-bit little-endian ELF header for
-// machine and nothing else runnable, followed by text saying so. It stands in
-// for the real binaries in `make test`, where cross-compiling the real
-// arm64 binary would take minutes on a cold cache; `make release` runs the
-// same checker on the real binaries (TestReleaseDir).
-func fakeELFHeaderOnly(machine elf.Machine) []byte {
+// fakeELFHeaderOnly is a fake binary: the ELF header of a static Go binary
+// for arch (its class, byte order and machine, elfOf) and nothing else
+// runnable, followed by text saying so. It stands in for the real binaries
+// in `make test`, where cross-compiling the real binaries for the five
+// platforms would take minutes on a cold cache; `make release` runs the same
+// checker on the real binaries (TestReleaseDir).
+func fakeELFHeaderOnly(arch string) []byte {
+	e := elfOf[arch]
 	var b bytes.Buffer
-	b.Write([]byte{0x7f, 'E', 'L', 'F', byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT), byte(elf.ELFOSABI_NONE)})
+	b.Write([]byte{0x7f, 'E', 'L', 'F', byte(e.class), byte(e.data), byte(elf.EV_CURRENT), byte(elf.ELFOSABI_NONE)})
 	b.Write(make([]byte, 8)) // e_ident padding
-	le := binary.LittleEndian
-	h := struct {
-		Type, Machine                              uint16
-		Version                                    uint32
-		Entry, Phoff, Shoff                        uint64
-		Flags                                      uint32
-		Ehsize, Phentsize, Phnum, Shentsize, Shnum uint16
-		Shstrndx                                   uint16
-	}{Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT), Ehsize: 64, Phentsize: 56, Shentsize: 64}
-	_ = binary.Write(&b, le, h)
+	var order binary.ByteOrder = binary.LittleEndian
+	if e.data == elf.ELFDATA2MSB {
+		order = binary.BigEndian
+	}
+	if e.class == elf.ELFCLASS32 {
+		_ = binary.Write(&b, order, struct {
+			Type, Machine                              uint16
+			Version, Entry, Phoff, Shoff, Flags        uint32
+			Ehsize, Phentsize, Phnum, Shentsize, Shnum uint16
+			Shstrndx                                   uint16
+		}{Type: uint16(elf.ET_EXEC), Machine: uint16(e.machine), Version: uint32(elf.EV_CURRENT), Ehsize: 52, Phentsize: 32, Shentsize: 40})
+	} else {
+		_ = binary.Write(&b, order, struct {
+			Type, Machine                              uint16
+			Version                                    uint32
+			Entry, Phoff, Shoff                        uint64
+			Flags                                      uint32
+			Ehsize, Phentsize, Phnum, Shentsize, Shnum uint16
+			Shstrndx                                   uint16
+		}{Type: uint16(elf.ET_EXEC), Machine: uint16(e.machine), Version: uint32(elf.EV_CURRENT), Ehsize: 64, Phentsize: 56, Shentsize: 64})
+	}
 	b.WriteString("fake csi-registrar for tests: an ELF header only, not a program\n")
 	return b.Bytes()
 }
@@ -43,11 +56,11 @@ const fakeVersion = "v0.0.0-fake.elf-header-only"
 func assembleFake(t *testing.T, created time.Time) (string, Result) {
 	t.Helper()
 	dir := t.TempDir()
-	for _, arch := range Archs {
-		if err := os.WriteFile(filepath.Join(dir, BinaryName(fakeVersion, arch)), fakeELFHeaderOnly(machineOf[arch]), 0o755); err != nil {
+	for _, arch := range Archs() {
+		if err := os.WriteFile(filepath.Join(dir, BinaryName(fakeVersion, arch)), fakeELFHeaderOnly(arch), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, PluginBinaryName(fakeVersion, arch)), append(fakeELFHeaderOnly(machineOf[arch]), "(the kubectl plugin)\n"...), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, PluginBinaryName(fakeVersion, arch)), append(fakeELFHeaderOnly(arch), "(the kubectl plugin)\n"...), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +75,7 @@ func assembleFake(t *testing.T, created time.Time) (string, Result) {
 }
 
 // TestAssembleFromFakeBinaries runs the release path of `make release` after
-// the builds (image, digest, SBOM, sums) on two fake binaries and checks the
+// the builds (image, digest, SBOM, sums) on fake binaries, two per platform, and checks the
 // result with the release checker.
 func TestAssembleFromFakeBinaries(t *testing.T) {
 	created := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
@@ -76,7 +89,11 @@ func TestAssembleFromFakeBinaries(t *testing.T) {
 	if !bytes.Equal(a, b) || res.Index.Digest != res2.Index.Digest {
 		t.Errorf("two runs on the same input wrote different archives (index %s vs %s)", res.Index.Digest, res2.Index.Digest)
 	}
-	for _, name := range []string{KrewManifestName(fakeVersion), PluginArchiveName(fakeVersion, "amd64"), PluginArchiveName(fakeVersion, "arm64")} {
+	names := []string{KrewManifestName(fakeVersion)}
+	for _, arch := range Archs() {
+		names = append(names, PluginArchiveName(fakeVersion, arch))
+	}
+	for _, name := range names {
 		a, _ := os.ReadFile(filepath.Join(dir, name))
 		b, _ := os.ReadFile(filepath.Join(dir2, name))
 		if len(a) == 0 || !bytes.Equal(a, b) {
@@ -94,9 +111,9 @@ func TestAssembleFromFakeBinaries(t *testing.T) {
 // sends krew.
 func TestAssembleDownloadURL(t *testing.T) {
 	dir := t.TempDir()
-	for _, arch := range Archs {
+	for _, arch := range Archs() {
 		for _, name := range []string{BinaryName(fakeVersion, arch), PluginBinaryName(fakeVersion, arch)} {
-			if err := os.WriteFile(filepath.Join(dir, name), append(fakeELFHeaderOnly(machineOf[arch]), name...), 0o755); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, name), append(fakeELFHeaderOnly(arch), name...), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -188,6 +205,30 @@ func TestMakeReleaseRefusesBadVersion(t *testing.T) {
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Fatalf("make release VERSION=%q created %s", v, out)
+		}
+	}
+}
+
+// TestBuildRefuses: Build refuses bad input before it creates or builds
+// anything: no version, no release version, -ldflags that do not set it.
+func TestBuildRefuses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "release")
+	base := BuildOptions{Dir: dir, Version: "v0.1.0", ModuleDir: repoRoot, LDFlags: "-s -w -X main.version=v0.1.0"}
+	for name, mod := range map[string]func(*BuildOptions){
+		"no version":      func(o *BuildOptions) { o.Version = "" },
+		"bad version":     func(o *BuildOptions) { o.Version = "v1.2" },
+		"version unset":   func(o *BuildOptions) { o.LDFlags = "-s -w" },
+		"another version": func(o *BuildOptions) { o.LDFlags = "-s -w -X main.version=v0.1.0-rc.1" },
+		"no release dir":  func(o *BuildOptions) { o.Dir = "" },
+	} {
+		o := base
+		mod(&o)
+		err := Build(t.Context(), o)
+		if !errors.Is(err, ErrBadInput) {
+			t.Errorf("%s: Build = %v, want ErrBadInput", name, err)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Fatalf("%s: Build created %s", name, dir)
 		}
 	}
 }

@@ -42,7 +42,11 @@ type Module struct {
 func LinkedModules(opts SBOMOptions, arch string) ([]Module, string, error) {
 	cmd := exec.Command("go", "list", "-deps", "-tags", opts.BuildTags, "-json=ImportPath,Standard,Module", opts.MainPackage)
 	cmd.Dir = opts.ModuleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	p, err := PlatformOf(arch)
+	if err != nil {
+		return nil, "", err
+	}
+	cmd.Env = append(os.Environ(), p.Env()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -116,13 +120,13 @@ func purl(path, version string) string { return "pkg:golang/" + path + "@" + ver
 func WriteSBOM(w io.Writer, opts SBOMOptions) error {
 	var mods []Module
 	var gover string
-	for i, arch := range Archs {
+	for i, arch := range Archs() {
 		m, gv, err := LinkedModules(opts, arch)
 		if err != nil {
 			return err
 		}
 		if i > 0 && fmt.Sprint(m) != fmt.Sprint(mods) {
-			return fmt.Errorf("linux/%s links other modules than linux/%s: %v vs %v", arch, Archs[0], m, mods)
+			return fmt.Errorf("linux/%s links other modules than linux/%s: %v vs %v", arch, Archs()[0], m, mods)
 		}
 		mods, gover = m, gv
 	}
@@ -159,7 +163,7 @@ func WriteSBOM(w io.Writer, opts SBOMOptions) error {
 		Timestamp: opts.Created.UTC().Format(time.RFC3339),
 		Component: &root,
 		Properties: &[]cdx.Property{
-			{Name: "csi-registrar:build:platforms", Value: "linux/" + strings.Join(Archs, ",linux/")},
+			{Name: "csi-registrar:build:platforms", Value: platformList()},
 			{Name: "csi-registrar:build:tags", Value: opts.BuildTags},
 			{Name: "csi-registrar:build:cgo", Value: "0"},
 		},
@@ -169,4 +173,13 @@ func WriteSBOM(w io.Writer, opts SBOMOptions) error {
 	enc := cdx.NewBOMEncoder(w, cdx.BOMFileFormatJSON)
 	enc.SetPretty(true)
 	return enc.EncodeVersion(bom, cdx.SpecVersion1_6)
+}
+
+// platformList is the release's platforms, comma-separated: linux/amd64,linux/arm/v7,...
+func platformList() string {
+	var l []string
+	for _, p := range Platforms() {
+		l = append(l, p.String())
+	}
+	return strings.Join(l, ",")
 }

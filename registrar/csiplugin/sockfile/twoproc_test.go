@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"testing"
 
+	"github.com/csi-registrar/csi-registrar/internal/platformtest"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
@@ -22,7 +22,7 @@ const childEnv = "SOCKFILE_TEST_CONTEND"
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		n, _ := strconv.Atoi(os.Getenv(childEnv + "_N"))
-		fmt.Println("ready") // the parent starts contending when it reads this
+		fmt.Println("ready", runtime.GOARCH) // the parent starts contending when it reads this
 		if err := contend(path, n); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
@@ -66,7 +66,10 @@ func contend(path string, n int) error {
 func TestTwoProcessesNeverTakeEachOthersSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x-reg.sock")
 	const rounds = 3000
-	child := exec.Command(os.Args[0], "-test.run=^$")
+	// The test binary again, on this platform: under an emulator
+	// (make test-platforms), through it; exec.Command(os.Args[0]) would not
+	// run a foreign binary there.
+	child := platformtest.SelfCommand("-test.run=^$")
 	child.Env = append(os.Environ(), childEnv+"="+path, childEnv+"_N="+strconv.Itoa(rounds))
 	stdout, err := child.StdoutPipe()
 	if err != nil {
@@ -80,7 +83,8 @@ func TestTwoProcessesNeverTakeEachOthersSocket(t *testing.T) {
 	// Contend only once the child does: on a loaded machine its start-up can
 	// take longer than all of our rounds.
 	rd := bufio.NewReader(stdout)
-	if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
+	// The child names its GOARCH: the same as ours, also under an emulator.
+	if line, err := rd.ReadString('\n'); err != nil || line != "ready "+runtime.GOARCH+"\n" {
 		child.Process.Kill()
 		child.Wait()
 		t.Fatalf("the second process did not start: %q %v: %s", line, err, errOut)
