@@ -52,6 +52,11 @@ type Options struct {
 	// confirmed. KubeletRegistrationPath must then be this pod's own CSI
 	// endpoint. docs/operating.md, "Rolling updates", says how to opt in.
 	RollingUpdate string
+	// StateFile, if set, is a file the Registrar keeps while it runs with
+	// what ProbeState needs of its Status (csi-registrar register's
+	// --mode=kubelet-registration-probe); absolute, not under
+	// PluginRegistrationPath. csi-registrar register uses DefaultStateFile.
+	StateFile string
 	// Version is the label of csi_registrar_build_info; empty: the main
 	// module's version from the build information.
 	Version string
@@ -168,6 +173,9 @@ func (o Options) validate() (config, error) {
 		}
 	}
 	if err := checkHTTPEndpoint(o.HTTPEndpoint); err != nil {
+		return config{}, err
+	}
+	if err := checkStateFile(o.StateFile, o.PluginRegistrationPath); err != nil {
 		return config{}, err
 	}
 	path, err := csiplugin.ParseEndpoint(o.CSIAddress)

@@ -41,6 +41,7 @@ var optionFlags = map[registrar.Option]string{
 	registrar.OptionRegistrationRetryMax:    "registration-retry-max",
 	registrar.OptionRollingUpdate:           "rolling-update",
 	registrar.OptionHTTPEndpoint:            "http-endpoint",
+	registrar.OptionStateFile:               "state-file",
 	stubdriver.OptionEndpoint:               "endpoint",
 	stubdriver.OptionShutdownDelay:          "shutdown-delay",
 	stubdriver.OptionMaxVolumesPerNode:      "max-volumes-per-node",
