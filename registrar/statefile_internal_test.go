@@ -269,3 +269,37 @@ func TestCheckStateFile(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkProbeState measures ProbeState alone (read and decode the file,
+// look at /proc/<pid>/stat) on a registered record of this process:
+//
+//	go test -run '^$' -bench ProbeState ./registrar
+func BenchmarkProbeState(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "state")
+	var logs bytes.Buffer
+	w := &stateWriter{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), pid: os.Getpid()}
+	w.start, _ = procStart(w.pid)
+	w.write(Status{Stage: StageRegistered, DriverName: "x.example.com", Since: time.Now()})
+	for b.Loop() {
+		if _, err := ProbeState(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStateWrite measures one change of the state file (encode, write
+// a temporary file, rename), which runs under the status box's mutex.
+func BenchmarkStateWrite(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "state")
+	var logs bytes.Buffer
+	w := &stateWriter{path: path, log: slog.New(slog.NewTextHandler(&logs, nil)), pid: os.Getpid()}
+	stages := []Stage{StageWaitingForKubelet, StageRegistered}
+	i := 0
+	for b.Loop() {
+		w.write(Status{Stage: stages[i%2], DriverName: "x.example.com"})
+		i++
+	}
+	if logs.Len() != 0 {
+		b.Fatal(logs.String())
+	}
+}
