@@ -84,7 +84,9 @@ func TestExecRegistrationProbe(t *testing.T) {
 			setup: func(t *testing.T) string {
 				f := newFixture(t)
 				reg := f.startRegistrar(t)
-				waitPath(t, f.regSock)
+				// Published once the socket listens (its file appears
+				// before, at bind).
+				waitStateStage(t, reg.stateFile, "waiting for kubelet")
 				f.kubeletRegister(t)
 				waitStateStage(t, reg.stateFile, "registered")
 				reg.signal(t, syscall.SIGKILL)
@@ -114,7 +116,6 @@ func TestExecRegistrationProbe(t *testing.T) {
 			setup: func(t *testing.T) string {
 				f := newFixture(t)
 				reg := f.startRegistrar(t)
-				waitPath(t, f.regSock)
 				waitStateStage(t, reg.stateFile, "waiting for kubelet")
 				return reg.stateFile
 			},
@@ -125,7 +126,7 @@ func TestExecRegistrationProbe(t *testing.T) {
 			setup: func(t *testing.T) string {
 				f := newFixture(t)
 				reg := f.startRegistrar(t)
-				waitPath(t, f.regSock)
+				waitStateStage(t, reg.stateFile, "waiting for kubelet")
 				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 				defer cancel()
 				// A kubelet from 1.36 on retries on the same socket: the
@@ -150,7 +151,7 @@ func TestExecRegistrationProbe(t *testing.T) {
 			setup: func(t *testing.T) string {
 				f := newFixture(t)
 				reg := f.startRegistrar(t)
-				waitPath(t, f.regSock)
+				waitStateStage(t, reg.stateFile, "waiting for kubelet")
 				f.kubeletRegister(t)
 				waitStateStage(t, reg.stateFile, "registered")
 				return reg.stateFile
@@ -162,7 +163,7 @@ func TestExecRegistrationProbe(t *testing.T) {
 			setup: func(t *testing.T) string {
 				f := newFixture(t)
 				reg := f.startRegistrar(t)
-				waitPath(t, f.regSock)
+				waitStateStage(t, reg.stateFile, "waiting for kubelet")
 				f.kubeletRegister(t)
 				waitStateStage(t, reg.stateFile, "registered")
 				reg.signal(t, syscall.SIGTERM)
@@ -233,9 +234,7 @@ func BenchmarkExecRegistrationProbe(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	regSock := filepath.Join(reg, testDriver+"-reg.sock")
-	if err := registrartest.WaitPath(ctx, regSock); err != nil {
-		b.Fatal(err)
-	}
+	waitStateStage(b, state, "waiting for kubelet") // the socket listens
 	if r, err := registrartest.Register(ctx, regSock); err != nil || r.Err != nil {
 		b.Fatal(err, r)
 	}
