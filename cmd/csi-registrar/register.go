@@ -152,8 +152,8 @@ func registerOptions(c *cli.Context, log *slog.Logger) (registrar.Options, error
 // registrationProbe is --mode=kubelet-registration-probe: exit 0 when the
 // state file of the registrar running in this container says the kubelet
 // confirmed it, else exit 1 with the reason. The other flags of the probe's
-// command line (upstream's charts pass --kubelet-registration-path, which
-// the kubelet does not expand in a probe's command) are not used.
+// command line (upstream's charts pass --kubelet-registration-path) are not
+// used: the state file, not a socket, says what the registrar is at.
 func registrationProbe(c *cli.Context) error {
 	state, err := registrar.ProbeState(c.String("state-file"))
 	if err != nil {
