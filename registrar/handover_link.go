@@ -85,15 +85,15 @@ func (h *handoverLoop) ensureLink() {
 	h.log.Info("the endpoint link points at this instance's driver", "from", target)
 }
 
-// moveLinkToPeer points the link at a peer's driver that answers, when it
+// moveLinkTo points the link at a driver of peers that answers, when it
 // points at this instance's.
-func (h *handoverLoop) moveLinkToPeer() {
+func (h *handoverLoop) moveLinkTo(peers []*instance) {
 	if t, _ := h.link.Target(); t != h.own {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*h.r.opts.Timeout)
 	defer cancel()
-	for pe := range h.peers {
+	for _, pe := range peers {
 		if pe.driver == "" || ProbeDriver(ctx, filepath.Join(h.link.Dir, pe.driver), h.r.opts.Timeout) != nil {
 			continue
 		}

@@ -61,9 +61,11 @@ const (
 
 // instance is a rendezvous connection to another instance of the driver.
 type instance struct {
-	p      *handoff.Peer
-	newer  bool   // it took the registration from this one
-	driver string // its driver socket, a name in the link's directory
+	p       *handoff.Peer
+	leaving bool   // it said it stops
+	staying bool   // it answered that it keeps running
+	newer   bool   // it took the registration from this one
+	driver  string // its driver socket, a name in the link's directory
 }
 
 // instanceEvent is what the rendezvous acceptor and a peer's reader report: a
@@ -114,6 +116,7 @@ type handoverLoop struct {
 	registered bool   // the kubelet confirmed (here, or at a peer, or before the handover)
 	rejected   string // the kubelet's last error
 	driverOK   bool
+	leaving    bool // told to stop: leave runs
 
 	// retry re-announces the socket after a rejection that the kubelet
 	// does not retry by itself (1.34, 1.35); retryBackoff spaces them.
@@ -320,6 +323,7 @@ func (h *handoverLoop) onPeer(ev instanceEvent) {
 	pe := ev.from
 	switch {
 	case ev.joined: // a newcomer dialed the rendezvous and was answered
+		pe.staying = true // it runs: a newcomer, or an older one rejoining
 		h.peers[pe] = true
 		go h.read(pe)
 		if pe.newer {
@@ -334,6 +338,11 @@ func (h *handoverLoop) onPeer(ev instanceEvent) {
 		if pe.newer && h.rv == nil && !h.hasNewer() {
 			h.lock.Do(h.rejoin)
 		}
+	case ev.msg.Leaving:
+		pe.leaving, pe.staying = true, false
+		pe.p.Send(handoff.Message{Driver: h.own, Leaving: h.leaving, Staying: !h.leaving}, nil)
+	case ev.msg.Staying:
+		pe.staying = true
 	default:
 		m := ev.msg
 		if m.Driver != "" {

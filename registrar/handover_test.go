@@ -79,7 +79,7 @@ func podUID(name string) string {
 
 // kubeletRegisters registers the driver as the kubelet does after a
 // Create event, and checks what it was told.
-func kubeletRegisters(t *testing.T, n handoverNode) {
+func handoverKubeletRegisters(t *testing.T, n handoverNode) {
 	t.Helper()
 	var reg *registrartest.Registration
 	eventually(t, "the registration socket answers", func() bool {
@@ -111,7 +111,7 @@ func wantRegistered(t *testing.T, p *pod) {
 func TestHandoverRollout(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	kubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n)
 	wantRegistered(t, a)
 	wantLink(t, n, a)
 	ino := inode(t, n.regSock())
@@ -157,7 +157,7 @@ func TestHandoverRollout(t *testing.T) {
 func TestHandoverUndo(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	kubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n)
 	ino := inode(t, n.regSock())
 	b := startPod(t, n, "b")
 	wantLink(t, n, b)
@@ -181,7 +181,7 @@ func TestHandoverUndo(t *testing.T) {
 func TestHandoverNewerDriverDies(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	kubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n)
 	b := startPod(t, n, "b")
 	wantLink(t, n, b)
 	b.driver.stop(t)
@@ -210,7 +210,7 @@ func TestHandoverFromForeignRegistrar(t *testing.T) {
 		t.Fatal("the foreign registrar's socket was replaced")
 	}
 	foreign.Close() // unlinks, as node-driver-registrar does on SIGTERM
-	kubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n)
 	wantRegistered(t, a)
 }
 
@@ -226,7 +226,7 @@ func TestHandoverReplacesDeadSocket(t *testing.T) {
 	l.Close()
 	ino := inode(t, n.regSock())
 	a := startPod(t, n, "a")
-	kubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n)
 	wantRegistered(t, a)
 	if inode(t, n.regSock()) == ino {
 		t.Fatal("the dead socket was not replaced")
@@ -239,7 +239,7 @@ func TestHandoverReplacesDeadSocket(t *testing.T) {
 func TestHandoverReregister(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	kubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n)
 	wantRegistered(t, a)
 	b := startPod(t, n, "b")
 	wantRegistered(t, b)
@@ -250,12 +250,32 @@ func TestHandoverReregister(t *testing.T) {
 	if inode(t, n.regSock()) == ino {
 		t.Fatal("Reregister left the same socket file: the kubelet would not register again")
 	}
-	kubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n)
 	wantRegistered(t, b)
 	eventually(t, "a confirmed through b", func() bool { return a.r.Status().Stage == registrar.StageRegistered })
 	// b leaves; a serves the new socket it received.
 	b.reg.stop(t)
 	if _, err := registrartest.GetInfoSocket(context.Background(), n.regSock()); err != nil {
 		t.Fatalf("after b left, the re-announced socket does not answer: %v", err)
+	}
+}
+
+// TestHandoverUninstall: every pod stops at once (the DaemonSet deleted):
+// each learns the other stops too, and the socket and the link go.
+func TestHandoverUninstall(t *testing.T) {
+	n := newHandoverNode(t)
+	a := startPod(t, n, "a")
+	handoverKubeletRegisters(t, n)
+	b := startPod(t, n, "b")
+	wantRegistered(t, b)
+	wantLink(t, n, b)
+	a.reg.cancel()
+	b.reg.cancel()
+	a.reg.stop(t)
+	b.reg.stop(t)
+	for _, p := range []string{n.regSock(), n.link()} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left after every instance left: %v", p, err)
+		}
 	}
 }

@@ -65,6 +65,11 @@ type Options struct {
 	// the error's text (registrar/nodestatus reports a CSINode loss it could
 	// not heal this way). It must return quickly.
 	ReadyCheck func() error
+	// StateFile, if set, is a file the Registrar keeps while it runs with
+	// what ProbeState needs of its Status (csi-registrar register's
+	// --mode=kubelet-registration-probe); absolute, not under
+	// PluginRegistrationPath. csi-registrar register uses DefaultStateFile.
+	StateFile string
 	// Version is the label of csi_registrar_build_info; empty: the main
 	// module's version from the build information.
 	Version string
@@ -182,6 +187,9 @@ func (o Options) validate() (config, error) {
 		}
 	}
 	if err := checkHTTPEndpoint(o.HTTPEndpoint); err != nil {
+		return config{}, err
+	}
+	if err := checkStateFile(o.StateFile, o.PluginRegistrationPath); err != nil {
 		return config{}, err
 	}
 	path, err := csiplugin.ParseEndpoint(o.CSIAddress)

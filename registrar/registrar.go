@@ -112,6 +112,7 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 		return errRunTwice
 	}
 	defer close(r.exited)
+	defer r.keepStateFile()() // after StageStopped below: removes the file
 	defer func() {
 		detail := ""
 		if err != nil {

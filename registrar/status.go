@@ -146,6 +146,7 @@ type statusBox struct {
 	mu      sync.Mutex
 	st      Status
 	changed chan struct{} // closed and replaced at each update; nil until watched
+	publish func(Status)  // receives each update under mu; nil: none (statefile.go)
 }
 
 func (b *statusBox) get() Status {
@@ -158,6 +159,9 @@ func (b *statusBox) update(f func(*Status)) Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f(&b.st)
+	if b.publish != nil {
+		b.publish(b.st)
+	}
 	if b.changed != nil {
 		close(b.changed)
 		b.changed = nil

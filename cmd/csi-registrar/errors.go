@@ -42,6 +42,7 @@ var optionFlags = map[registrar.Option]string{
 	registrar.OptionRollingUpdate:           "rolling-update",
 	registrar.OptionHandover:                "handover",
 	registrar.OptionHTTPEndpoint:            "http-endpoint",
+	registrar.OptionStateFile:               "state-file",
 	stubdriver.OptionEndpoint:               "endpoint",
 	stubdriver.OptionShutdownDelay:          "shutdown-delay",
 	stubdriver.OptionMaxVolumesPerNode:      "max-volumes-per-node",

@@ -42,15 +42,19 @@ type proc struct {
 	stderr syncBuffer
 	done   chan struct{} // closed when the process has exited
 	state  *os.ProcessState
+	// stateFile is CSI_REGISTRAR_STATE_FILE in its environment, in a
+	// directory of its own: registrars of parallel tests (and of other
+	// programs on this machine) do not share the default file.
+	stateFile string
 }
 
 // startProc starts bin with args. The process is killed at the end of the
 // test if it is still running, and its output is logged if the test failed.
 func startProc(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{}), stateFile: filepath.Join(t.TempDir(), "registrar.state")}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.Env = childEnv()
+	p.cmd.Env = append(childEnv(), envPrefix+"STATE_FILE="+p.stateFile)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +524,8 @@ func TestExecCommandLine(t *testing.T) {
 		{bin: binary, args: []string{"--version"}, stdout: "csi-registrar " + version + "\n"},
 		{bin: binary, args: []string{"version"}, stdout: "csi-registrar " + version + "\n"},
 		{bin: upstreamAlias, args: []string{"--version"}, stdout: "csi-registrar " + version + "\n"},
-		{bin: upstreamAlias, args: []string{"--kubelet-registration-path=/var/lib/kubelet/plugins/csi-hostpath/csi.sock", "--mode=kubelet-registration-probe"}},
+		{bin: upstreamAlias, args: []string{"--kubelet-registration-path=/var/lib/kubelet/plugins/csi-hostpath/csi.sock", "--mode=kubelet-registration-probe"},
+			code: exitError, stderr: []string{"error: no registrar is running in this container: no state file "}},
 		{bin: binary, args: []string{"register", "--bogus"}, code: exitBadInput, stderr: []string{"-bogus"}},
 		{bin: upstreamAlias, args: []string{"--v=5"}, code: exitBadInput, stderr: []string{"--kubelet-registration-path", "is required"}},
 		{bin: binary, args: []string{"driver", "--node-id=n", "--driver-name=a_b"}, code: exitBadInput, stderr: []string{`"a_b"`}},

@@ -28,6 +28,7 @@ func defaultRegisterOptions(csiAddress, kubeletPath string) registrar.Options {
 		Timeout:                 time.Second,
 		KubeletWait:             registrar.DefaultKubeletWait,
 		RegistrationRetryMax:    registrar.DefaultRegistrationRetryMax,
+		StateFile:               registrar.DefaultStateFile,
 		Version:                 version,
 	}
 }
@@ -249,32 +250,40 @@ func TestUpstreamFlagForms(t *testing.T) {
 	}
 }
 
+// noStateFile is a state file no registrar writes: its directory does not exist.
+const noStateFile = "/nonexistent/csi-registrar-test.state"
+
 // TestRegistrationProbeMode: the upstream exec liveness probe
 // `/csi-node-driver-registrar --kubelet-registration-path=... --mode=kubelet-registration-probe`
-// must exit 0 without starting a registrar.
+// starts no registrar; without a registrar's state file it fails (exit 1)
+// and says so. exec_test.go's TestExecRegistrationProbe runs it against
+// real registrars.
 func TestRegistrationProbeMode(t *testing.T) {
 	clearPrefixedEnv(t)
+	t.Setenv("CSI_REGISTRAR_STATE_FILE", noStateFile)
 	args := []string{"--kubelet-registration-path=/var/lib/kubelet/plugins/csi-hostpath/csi.sock", "--mode=kubelet-registration-probe"}
 	for form, argv := range invocations(args) {
 		t.Run(form, func(t *testing.T) {
 			var c capture
 			res := runInProcess(t, c.roles(), argv...)
-			if res.code != 0 {
-				t.Fatalf("want exit 0; %s", res)
+			if res.code != exitError || !strings.Contains(res.stderr, "error: no registrar is running in this container: no state file "+noStateFile) {
+				t.Fatalf("want exit 1 saying no registrar runs; %s", res)
 			}
 			if c.registerCalls != 0 {
 				t.Errorf("the probe mode started a registrar")
-			}
-			if !strings.Contains(res.stderr, "deprecated") {
-				t.Errorf("want a deprecation notice on stderr, got %q", res.stderr)
 			}
 		})
 	}
 	// The same through the real roles: nothing may be started (the path
 	// /registration does not exist here, a registrar would fail or hang).
 	res := runInProcess(t, defaultRoles(), append([]string{"/" + upstreamName}, args...)...)
-	if res.code != 0 {
-		t.Fatalf("with the real roles: want exit 0; %s", res)
+	if res.code != exitError {
+		t.Fatalf("with the real roles: want exit 1; %s", res)
+	}
+	// A state file that is not an absolute path is bad input.
+	res = runInProcess(t, defaultRoles(), append([]string{"/" + upstreamName, "--state-file=csi-registrar.state"}, args...)...)
+	if res.code != exitBadInput || !strings.Contains(res.stderr, `invalid --state-file "csi-registrar.state": must be an absolute, clean path`) {
+		t.Fatalf("relative --state-file: want exit 2 naming the flag and the rule; %s", res)
 	}
 }
 
@@ -352,6 +361,7 @@ func TestEnvRegisterFlags(t *testing.T) {
 		"CSI_REGISTRAR_REGISTRATION_RETRY_MAX":    "4m",
 		"CSI_REGISTRAR_HEALTH_PORT":               "9810",
 		"CSI_REGISTRAR_ENABLE_PPROF":              "true",
+		"CSI_REGISTRAR_STATE_FILE":                "/env/csi-registrar.state",
 	} {
 		t.Setenv(k, v)
 	}
@@ -366,6 +376,7 @@ func TestEnvRegisterFlags(t *testing.T) {
 		RegistrationRetryMax:    4 * time.Minute,
 		HTTPEndpoint:            ":9810",
 		EnablePprof:             true,
+		StateFile:               "/env/csi-registrar.state",
 		Version:                 version,
 	}
 	for form, argv := range invocations(nil) {
@@ -396,10 +407,11 @@ func TestEnvRegisterFlags(t *testing.T) {
 func TestEnvMode(t *testing.T) {
 	clearPrefixedEnv(t)
 	t.Setenv("CSI_REGISTRAR_MODE", "kubelet-registration-probe")
+	t.Setenv("CSI_REGISTRAR_STATE_FILE", noStateFile)
 	var c capture
 	res := runInProcess(t, c.roles(), "/"+upstreamName)
-	if res.code != 0 || c.registerCalls != 0 {
-		t.Fatalf("CSI_REGISTRAR_MODE=kubelet-registration-probe: want exit 0 and no registrar; %s", res)
+	if res.code != exitError || c.registerCalls != 0 || !strings.Contains(res.stderr, noStateFile) {
+		t.Fatalf("CSI_REGISTRAR_MODE=kubelet-registration-probe: want the probe (exit 1, no state file at CSI_REGISTRAR_STATE_FILE) and no registrar; %s", res)
 	}
 }
 
@@ -472,6 +484,7 @@ func TestEnvUnprefixed(t *testing.T) {
 		"HTTP_ENDPOINT":             ":1",
 		"HEALTH_PORT":               "1",
 		"MODE":                      "kubelet-registration-probe",
+		"STATE_FILE":                "/unprefixed.state",
 		"DRIVER_NAME":               "unprefixed.example.com",
 		"CONNECTION_TIMEOUT":        "1s",
 		"V":                         "5",

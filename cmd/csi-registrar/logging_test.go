@@ -277,13 +277,17 @@ func TestVerbosity(t *testing.T) {
 // format and verbosity of what the command itself writes.
 func TestLogFormatsFromCommandLine(t *testing.T) {
 	const kp = "--kubelet-registration-path=/var/lib/kubelet/plugins/x/csi.sock"
-	probeArgs := []string{"csi-registrar", "register", kp, "--mode=kubelet-registration-probe"}
+	// An unknown --mode is logged (a warning), then the registrar starts
+	// (captured): the first line is the command's own.
+	modeArgs := []string{"csi-registrar", "register", kp, "--mode=node"}
+	firstLine := func(s string) string { return strings.SplitN(s, "\n", 2)[0] }
 	t.Run("text", func(t *testing.T) {
 		clearPrefixedEnv(t)
-		res := runInProcess(t, defaultRoles(), probeArgs...)
-		l, err := parseKlog(strings.TrimSuffix(res.stderr, "\n"))
-		if res.code != 0 || err != nil || l.severity != 'I' || l.file != "register.go" || !strings.Contains(l.msg, "deprecated") {
-			t.Fatalf("want one klog line from register.go: %v; %s", err, res)
+		var c capture
+		res := runInProcess(t, c.roles(), modeArgs...)
+		l, err := parseKlog(firstLine(res.stderr))
+		if res.code != 0 || err != nil || l.severity != 'W' || l.file != "register.go" || !strings.Contains(l.msg, "unknown --mode value") {
+			t.Fatalf("want a klog warning from register.go first: %v; %s", err, res)
 		}
 	})
 	for name, setup := range map[string]func(t *testing.T) []string{
@@ -295,11 +299,12 @@ func TestLogFormatsFromCommandLine(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			clearPrefixedEnv(t)
-			res := runInProcess(t, defaultRoles(), append(probeArgs, setup(t)...)...)
+			var c capture
+			res := runInProcess(t, c.roles(), append(modeArgs, setup(t)...)...)
 			if res.code != 0 {
 				t.Fatal(res)
 			}
-			m := jsonLine(t, strings.TrimSuffix(res.stderr, "\n"), false)
+			m := jsonLine(t, firstLine(res.stderr), false)
 			if c, _ := m["caller"].(string); !strings.HasPrefix(c, "csi-registrar/register.go:") {
 				t.Errorf("caller %q", c)
 			}

@@ -267,8 +267,8 @@ func benchDir(t *testing.T) string {
 // process logs a lot), killed at the end of the test.
 func startQuiet(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = childEnv()
+	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{}), stateFile: filepath.Join(t.TempDir(), "registrar.state")}
+	p.cmd.Env = append(childEnv(), envPrefix+"STATE_FILE="+p.stateFile)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

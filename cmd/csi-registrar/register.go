@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/nodestatus"
 )
 
@@ -66,7 +68,9 @@ func registerCommand(run func(context.Context, registrar.Options, nodestatus.Opt
 		&cli.IntFlag{Name: "health-port", EnvVars: env("health-port"),
 			Usage: "deprecated: same as --http-endpoint=:<port>; 0 or less disables; cannot be combined with --http-endpoint"},
 		&cli.StringFlag{Name: "mode", EnvVars: env("mode"),
-			Usage: "deprecated: \"kubelet-registration-probe\" exits 0 (probe /readyz instead); any other value, or none, runs the registrar"},
+			Usage: "\"kubelet-registration-probe\" exits 0 only if the registrar running in this container is registered (reads --state-file); any other value, or none, runs the registrar"},
+		&cli.StringFlag{Name: "state-file", Value: registrar.DefaultStateFile, EnvVars: env("state-file"),
+			Usage: "the file where the registrar keeps its state for --mode=kubelet-registration-probe (a path in this container, not under --plugin-registration-path)"},
 		&cli.BoolFlag{Name: "automaxprocs", EnvVars: env("automaxprocs"),
 			Usage: "accepted for compatibility: the Go runtime already sets GOMAXPROCS from the container's CPU limit"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
@@ -93,8 +97,7 @@ func registerCommand(run func(context.Context, registrar.Options, nodestatus.Opt
 			log := newLogger(lc, c.App.ErrWriter)
 			switch m := c.String("mode"); m {
 			case modeProbe:
-				log.Info("--mode=kubelet-registration-probe is deprecated and always succeeds; probe /readyz on --http-endpoint for the kubelet's real verdict")
-				return nil
+				return registrationProbe(c)
 			case modeRegistration, "":
 			default:
 				// Upstream registers for every value but the probe mode.
@@ -146,10 +149,31 @@ func registerOptions(c *cli.Context, log *slog.Logger) (registrar.Options, error
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		RollingUpdate:           c.String("rolling-update"),
 		Handover:                c.Bool("handover"),
+		StateFile:               c.String("state-file"),
 		HTTPEndpoint:            endpoint,
 		EnablePprof:             c.Bool("enable-pprof"),
 		Version:                 version,
 	}, nil
+}
+
+// registrationProbe is --mode=kubelet-registration-probe: exit 0 when the
+// state file of the registrar running in this container says the kubelet
+// confirmed it, else exit 1 with the reason. The other flags of the probe's
+// command line (upstream's charts pass --kubelet-registration-path) are not
+// used: the state file, not a socket, says what the registrar is at.
+func registrationProbe(c *cli.Context) error {
+	state, err := registrar.ProbeState(c.String("state-file"))
+	if err != nil {
+		var ve *csiplugin.ValidationError
+		if errors.As(err, &ve) {
+			named := *ve
+			named.What = "--state-file"
+			return &named
+		}
+		return cli.Exit(err.Error(), exitError)
+	}
+	fmt.Fprintln(c.App.Writer, state)
+	return nil
 }
 
 // kubeletRegistrationPath returns --kubelet-registration-path, with repeated

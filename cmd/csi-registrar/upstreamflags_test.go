@@ -48,7 +48,8 @@ func TestUpstreamFlagSurface(t *testing.T) {
 		"mode empty":        ok(def),
 		"mode registration": ok(def),
 		"mode other":        ok(def, "unknown --mode value", "mode=node"),
-		"mode probe":        {stderr: []string{"deprecated"}},
+		// No registrar runs, so the probe fails (the exec tests cover the rest).
+		"mode probe": {code: exitError, stderr: []string{"no registrar is running in this container", "no state file " + noStateFile}},
 		// --health-port: ≤ 0 disables.
 		"health-port -1":   ok(def),
 		"health-port 0":    ok(def),
@@ -97,7 +98,7 @@ func TestUpstreamFlagSurface(t *testing.T) {
 	}
 	args := map[string][]string{
 		"mode empty": {"--mode="}, "mode registration": {"--mode=registration"}, "mode other": {"--mode=node"},
-		"mode probe":     {"--mode=kubelet-registration-probe"},
+		"mode probe":     {"--mode=kubelet-registration-probe", "--state-file=" + noStateFile},
 		"health-port -1": {"--health-port=-1"}, "health-port 0": {"--health-port=0"}, "health-port 9809": {"--health-port=9809"},
 		"health-port with http-endpoint":       {"--health-port=9809", "--http-endpoint=:9810"},
 		"http-endpoint":                        {"--http-endpoint=:8080"},

@@ -164,7 +164,11 @@ func TestDocsRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.RemoveAll(tmp) })
-			env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+tmp)
+			// The registrars a block starts keep their state file there
+			// too, not at the default /dev/shm path every block (and
+			// every program on this machine) would share.
+			env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+tmp,
+				"CSI_REGISTRAR_STATE_FILE="+filepath.Join(tmp, "csi-registrar.state"))
 			start := time.Now()
 			out, err := doctest.Run(ctx, b, abs, env)
 			t.Logf("%s took %s:\n%s", b, time.Since(start).Round(time.Millisecond), out)

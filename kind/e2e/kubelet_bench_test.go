@@ -101,12 +101,20 @@ type proc struct {
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Env = ownStateFile(t)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.stop)
 	return p
+}
+
+// ownStateFile is this process's environment with a state file of its own
+// for a csi-registrar started on the host (--state-file): the registrars
+// side by side do not share the default /dev/shm path.
+func ownStateFile(t *testing.T) []string {
+	return append(os.Environ(), "CSI_REGISTRAR_STATE_FILE="+filepath.Join(t.TempDir(), "csi-registrar.state"))
 }
 
 func (p *proc) stop() {

@@ -158,6 +158,7 @@ func startLogged(t *testing.T, logFile, bin string, args ...string) *proc {
 	t.Cleanup(func() { f.Close() })
 	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.Env = ownStateFile(t)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,11 @@ type Message struct {
 	// Rejoin: the sender is an older instance whose newer peers all left,
 	// joining the newest one; it needs no socket.
 	Rejoin bool `json:"rejoin,omitempty"`
+	// Leaving: the sender was told to stop; the receiver answers with
+	// Staying, or Leaving when it is stopping too.
+	Leaving bool `json:"leaving,omitempty"`
+	// Staying answers Leaving: the sender keeps running.
+	Staying bool `json:"staying,omitempty"`
 	// Socket is the identity of the file of the socket whose descriptor
 	// comes with the message.
 	Socket FileID `json:"socket,omitzero"`
