@@ -309,6 +309,7 @@ type driver struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
 	name     string
+	label    string // the instance it belongs to (world.endpoint's answer)
 	sock     string
 	failInfo atomic.Bool
 	infos    atomic.Int64 // NodeGetInfo calls
@@ -317,10 +318,15 @@ type driver struct {
 }
 
 func startDriver(t *testing.T, dir, name string, failInfo bool) *driver {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return startDriverAt(t, filepath.Join(dir, "csi.sock"), filepath.Base(dir), name, failInfo)
+}
+
+// startDriverAt starts a driver instance labelled label on the socket sock.
+func startDriverAt(t *testing.T, sock, label, name string, failInfo bool) *driver {
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := &driver{name: name, sock: filepath.Join(dir, "csi.sock")}
+	d := &driver{name: name, label: label, sock: sock}
 	d.failInfo.Store(failInfo)
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
@@ -495,13 +501,26 @@ func (w *world) endpoint() string {
 	if !ok {
 		return ""
 	}
-	ep := fieldString(d, "endpoint")
+	ep := resolveLink(fieldString(d, "endpoint"))
 	for _, drv := range w.drivers {
 		if drv.sock == ep {
-			return filepath.Base(filepath.Dir(drv.sock))
+			return drv.label
 		}
 	}
 	return "? " + ep
+}
+
+// resolveLink returns what a symbolic link at path names (the handover's
+// endpoint link), as connect(2) follows it; path itself when it is none.
+func resolveLink(path string) string {
+	to, err := os.Readlink(path)
+	if err != nil {
+		return path
+	}
+	if !filepath.IsAbs(to) {
+		to = filepath.Join(filepath.Dir(path), to)
+	}
+	return to
 }
 
 // fieldString reads an unexported string field of a kubelet struct.
