@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/grpcserve"
 	"github.com/csi-registrar/csi-registrar/registrar/handoff"
 )
@@ -251,8 +253,16 @@ func (h *handoverLoop) greet(p *handoff.Peer, rejoin bool) error {
 	return nil
 }
 
-// bindPath binds the plain path when it is free or holds a dead socket.
+// bindPath binds the plain path when it is free or holds a dead socket, and
+// no live announcement of the rolling-update mode holds the driver.
 func (h *handoverLoop) bindPath() {
+	if a := h.liveAnnouncement(); a != "" {
+		if !h.foreign {
+			h.log.Info("the rolling-update mode's instance holds the registration: taking it when that instance leaves", "announcement", a)
+		}
+		h.foreign = true
+		return
+	}
 	reg, replaced, err := handoff.Bind("unix", h.regPath)
 	switch {
 	case err == nil:
@@ -376,6 +386,9 @@ func (h *handoverLoop) loop(ctx context.Context) error {
 			h.log.Info("file watcher error; looking again", "err", err)
 			h.onFile(ctx, fsnotify.Event{Name: h.regPath})
 		case <-tickC:
+			if h.foreign { // a lost file event costs one tick
+				h.lock.Do(func() error { h.bindPath(); return nil })
+			}
 			h.checkLink(ctx)
 			tick.Reset(overlapTick)
 		}
@@ -473,6 +486,9 @@ func (h *handoverLoop) onFile(ctx context.Context, ev fsnotify.Event) {
 		return
 	}
 	if ev.Name != h.regPath {
+		if h.foreign && h.reg == nil && h.isAnnouncement(ev.Name) {
+			h.lock.Do(func() error { h.bindPath(); return nil })
+		}
 		return
 	}
 	switch {
@@ -547,6 +563,34 @@ func (h *handoverLoop) checkLink(ctx context.Context) {
 }
 
 var errLinkMoved = errors.New("the endpoint link moved")
+
+// isAnnouncement reports whether path is an announcement of the driver by
+// the rolling-update mode without the handover.
+func (h *handoverLoop) isAnnouncement(path string) bool {
+	_, _, ok := csiplugin.ParseRollingUpdateSocketName(h.name, filepath.Base(path))
+	return ok && filepath.Dir(path) == filepath.Dir(h.regPath)
+}
+
+// liveAnnouncement returns an announcement of the driver by the rolling-update
+// mode without the handover that a process still serves ("" if none). The
+// kubelet holds such a registration at a version (1.<ms>.0) that the plain
+// path's cannot exceed, and its CSI handler refuses an equal or lower one
+// while it is registered: so the plain path is bound only once the mode's
+// last instance left (removing its announcement, which unregisters the
+// driver), as after node-driver-registrar.
+func (h *handoverLoop) liveAnnouncement() string {
+	entries, err := os.ReadDir(filepath.Dir(h.regPath))
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		p := filepath.Join(filepath.Dir(h.regPath), e.Name())
+		if h.isAnnouncement(p) && handoff.Alive("unix", p) {
+			return e.Name()
+		}
+	}
+	return ""
+}
 
 // reannounce makes the kubelet register the driver again: a fresh socket
 // renamed over the path gives it a new identity (unregister, then
@@ -678,7 +722,7 @@ func (h *handoverLoop) publish() {
 	switch {
 	case h.foreign:
 		stage, fallback = StageStandingBy, h.driverOK
-		detail = "another registrar serves " + h.regPath + "; taking it over when it leaves"
+		detail = "another registrar holds the driver's registration; taking it over when it leaves"
 	case h.yielded:
 		stage, detail = StageStandingBy, "another registrar replaced "+h.regPath
 	case h.reg == nil:

@@ -17,6 +17,10 @@ import (
 type Driver struct {
 	// Endpoint is the host path the kubelet dials.
 	Endpoint string `json:"endpoint"`
+	// Link is the endpoint's target when the endpoint is a symbolic link:
+	// the handover's csi-endpoint.sock, which names the driver socket of
+	// the instance the kubelet's calls reach now.
+	Link string `json:"link,omitempty"`
 	// Ready is Probe's answer; nil if Probe failed.
 	Ready             *bool             `json:"ready,omitempty"`
 	Name              string            `json:"name,omitempty"`
@@ -47,6 +51,11 @@ func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
 		return
 	}
 	local := d.local(path)
+	if t, err := os.Readlink(local); err == nil {
+		drv.Link = t
+		d.addf(SeverityInfo, subject, "nothing to do; kubectl csi-registrar status shows which pod's driver that is",
+			"the endpoint %s is a link to %s (the handover: it follows the newest instance whose driver answers; the registration socket %s passes from pod to pod)", path, t, e.Path)
+	}
 	st, err := os.Stat(local)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

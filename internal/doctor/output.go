@@ -73,7 +73,11 @@ func WriteText(w io.Writer, r *Report) error {
 			if drv.VendorVersion != "" {
 				info += " " + drv.VendorVersion
 			}
-			line(e.Plugin.Name, drv.Endpoint, probe, dash(info), dash(drv.NodeID), dash(pairs(drv.Topology)))
+			endpoint := drv.Endpoint
+			if drv.Link != "" {
+				endpoint += " -> " + drv.Link
+			}
+			line(e.Plugin.Name, endpoint, probe, dash(info), dash(drv.NodeID), dash(pairs(drv.Topology)))
 		}
 		tw.Flush()
 	}

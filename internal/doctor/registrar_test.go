@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/doctor"
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
@@ -77,4 +79,47 @@ func getInfoCalls(t *testing.T, reg *registrar.Registrar) string {
 	}
 	t.Fatalf("no csi_registrar_getinfo_calls_total in /metrics:\n%s", rec.Body.String())
 	return ""
+}
+
+// TestDoctorHandoverLink: with the handover, the endpoint the kubelet dials
+// is the link csi-endpoint.sock; doctor follows it, names its target and
+// checks the driver behind it.
+func TestDoctorHandoverLink(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	csiDir := filepath.Join(n.dir, "plugin")
+	if err := os.Mkdir(csiDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	drvSock := filepath.Join(csiDir, "pod-a.sock")
+	drv, err := stubdriver.New(stubdriver.Options{Endpoint: drvSock, Name: "h.csi.example.com", NodeID: "node-1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registrar.New(registrar.Options{CSIAddress: drvSock, KubeletRegistrationPath: drvSock,
+		PluginRegistrationPath: n.registry, RollingUpdate: "00000000-0000-4000-8000-0000000000aa", Handover: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 2)
+	go func() { drv.Run(ctx); done <- struct{}{} }()
+	go func() { reg.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	regSock := filepath.Join(n.registry, "h.csi.example.com-reg.sock")
+	link := filepath.Join(csiDir, "csi-endpoint.sock")
+	deadline := time.Now().Add(10 * time.Second)
+	for t1, _ := os.Readlink(link); t1 != "pod-a.sock"; t1, _ = os.Readlink(link) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no endpoint link to pod-a.sock: %v", reg.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := n.run(t, n.opts())
+	e := entry(t, r, regSock)
+	if e.Driver == nil || e.Driver.Link != "pod-a.sock" || e.Driver.Endpoint != link || e.Driver.NodeID != "node-1" {
+		t.Fatalf("want the link followed to pod-a.sock and its driver checked:\n%s", dump(r))
+	}
+	wantFinding(t, r, doctor.SeverityInfo, "h.csi.example.com", "is a link to pod-a.sock")
 }

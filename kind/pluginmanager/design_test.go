@@ -52,7 +52,7 @@ func (w *world) podDriver(label string) *driver {
 	if !handoverDesign(w.t) {
 		return w.driver(label, false)
 	}
-	d := startDriverAt(w.t, filepath.Join(w.dir, "plugins", label+".sock"), label, w.name, false)
+	d := startDriverAt(w.t, filepath.Join(w.dir, "plugins", label+".sock"), w.name, false)
 	w.drivers = append(w.drivers, d)
 	return d
 }

@@ -312,21 +312,31 @@ type driver struct {
 	label    string // the instance it belongs to (world.endpoint's answer)
 	sock     string
 	failInfo atomic.Bool
+	nodeID   string       // NodeGetInfo's node ID; "" is nodeName
 	infos    atomic.Int64 // NodeGetInfo calls
 	caps     atomic.Int64 // NodeGetCapabilities calls
 	srv      *grpc.Server
 }
 
 func startDriver(t *testing.T, dir, name string, failInfo bool) *driver {
-	return startDriverAt(t, filepath.Join(dir, "csi.sock"), filepath.Base(dir), name, failInfo)
+	return startDriverAt(t, filepath.Join(dir, "csi.sock"), name, failInfo)
 }
 
-// startDriverAt starts a driver instance labelled label on the socket sock.
-func startDriverAt(t *testing.T, sock, label, name string, failInfo bool) *driver {
+// startDriverAt is startDriver on the socket sock. Its label (world.endpoint's
+// answer) is the socket's name without ".sock", or for csi.sock its
+// directory's name.
+func startDriverAt(t *testing.T, sock, name string, failInfo bool, nodeID ...string) *driver {
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	label := strings.TrimSuffix(filepath.Base(sock), ".sock")
+	if filepath.Base(sock) == "csi.sock" {
+		label = filepath.Base(filepath.Dir(sock))
+	}
 	d := &driver{name: name, label: label, sock: sock}
+	if len(nodeID) > 0 {
+		d.nodeID = nodeID[0]
+	}
 	d.failInfo.Store(failInfo)
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
@@ -353,7 +363,11 @@ func (d *driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 	if d.failInfo.Load() {
 		return nil, status.Error(codes.Unavailable, "this instance's NodeGetInfo fails (test)")
 	}
-	return &csi.NodeGetInfoResponse{NodeId: nodeName}, nil
+	id := nodeName
+	if d.nodeID != "" {
+		id = d.nodeID
+	}
+	return &csi.NodeGetInfoResponse{NodeId: id}, nil
 }
 
 func (d *driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
