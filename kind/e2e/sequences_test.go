@@ -351,6 +351,8 @@ func awaitVolumeStats(ctx context.Context, pod types.UID, volume string, since t
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		v, ok, err := kubeletVolumeStat(ctx, pod, volume)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return false, nil // the wait ended during the request: keep what was seen last
 		case err != nil:
 			last = err.Error()
 		case !ok:
