@@ -44,6 +44,18 @@ func handoverDesign(t *testing.T) bool {
 	return false
 }
 
+// newSequenceWorld is newWorld for a driver name the CSI handler may still
+// hold from an earlier run of the test in this process (-count): its
+// in-memory store is the process's, and a test that ends with the kubelet
+// halted first (a restarted plugin manager is stopped before the pods) leaves
+// the driver in it. A fresh node's kubelet holds nothing.
+func newSequenceWorld(t *testing.T, driverName string) *world {
+	kubeletDrivers.Delete(driverName)
+	w := newWorld(t, driverName)
+	t.Cleanup(func() { kubeletDrivers.Delete(driverName) })
+	return w
+}
+
 // podDriver starts the driver of one pod. In the handover design every
 // pod's driver listens in one directory (the DaemonSet's socket-dir
 // hostPath) as <label>.sock, where the endpoint link and the rendezvous

@@ -28,7 +28,7 @@ const liveRounds = 15
 // hides the socket without deciding again: the kubelet ends on A's
 // endpoint, and B, named successor, never takes it back.
 func TestLateConfirmationAtLeave(t *testing.T) {
-	w := newWorld(t, "lateleave.csi.test")
+	w := newSequenceWorld(t, "lateleave.csi.test")
 	handover := handoverDesign(t)
 	ad, bd := w.podDriver("a"), w.podDriver("b")
 	a := w.startPod("a", ad, "pod-a")
@@ -101,7 +101,7 @@ func TestLateConfirmationAtLeave(t *testing.T) {
 // name in Removed makes every instance take that Remove for nothing, and A
 // left with a confirmation older than B's: nobody registers again.
 func TestDeadSocketAfterKubeletRestart(t *testing.T) {
-	w := newWorld(t, "deadrestart.csi.test")
+	w := newSequenceWorld(t, "deadrestart.csi.test")
 	handover := handoverDesign(t)
 	ad, bd := w.podDriver("a"), w.podDriver("b")
 	a := startChild(t, "a", w.podOptions(ad, "pod-a"))
