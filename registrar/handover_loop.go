@@ -118,6 +118,11 @@ type handoverLoop struct {
 	registered bool   // the kubelet confirmed (here, or at a peer, or before the handover)
 	rejected   string // the kubelet's last error
 	driverOK   bool
+
+	// retry re-announces the socket after a rejection that the kubelet
+	// does not retry by itself (1.34, 1.35); retryBackoff spaces them.
+	retry        *time.Timer
+	retryBackoff *backoff
 }
 
 // runHandover is Run with Options.Handover: it returns nil when ctx ends
@@ -135,6 +140,7 @@ func (r *Registrar) runHandover(ctx context.Context, drv *driverClient, watcher 
 		done:       make(chan struct{}),
 		peers:      map[*instance]bool{},
 	}
+	h.retryBackoff = newBackoff(kubeletRetryProbe, r.opts.RegistrationRetryMax)
 	h.offer.Store(&offer{})
 	defer close(h.done)
 	defer h.closeAll()
@@ -263,6 +269,9 @@ func (h *handoverLoop) bindPath() {
 		h.foreign = true
 		return
 	}
+	// The kubelet may call the socket the moment it exists: the endpoint it
+	// will be told must already reach a driver.
+	h.ensureLink()
 	reg, replaced, err := handoff.Bind("unix", h.regPath)
 	switch {
 	case err == nil:
@@ -380,6 +389,8 @@ func (h *handoverLoop) loop(ctx context.Context) error {
 			h.onPeer(ev)
 		case <-h.signalC():
 			h.onKubelet()
+		case <-h.retryC():
+			h.onRetryDue()
 		case ev := <-h.watcher.Events:
 			h.onFile(ctx, ev)
 		case err := <-h.watcher.Errors:
@@ -472,10 +483,41 @@ func (h *handoverLoop) onKubelet() {
 	h.registered, h.rejected = registered, rejected
 	if registered {
 		h.log.Info("the kubelet confirmed the registration")
+		h.retryBackoff.reset()
+		h.stopRetry()
 	} else {
-		h.log.Info("the kubelet rejected the registration", "err", rejected)
+		wait := h.retryBackoff.next()
+		h.log.Info("the kubelet rejected the registration: registering again unless it retries by itself", "err", rejected, "after", wait)
+		h.stopRetry()
+		h.retry = time.NewTimer(wait)
 	}
 	h.sendAll(h.state(), nil)
+}
+
+func (h *handoverLoop) stopRetry() {
+	if h.retry != nil {
+		h.retry.Stop()
+		h.retry = nil
+	}
+}
+
+func (h *handoverLoop) retryC() <-chan time.Time {
+	if h.retry == nil {
+		return nil
+	}
+	return h.retry.C
+}
+
+// onRetryDue re-announces the socket when the kubelet's last word is still
+// a rejection: a kubelet that retries by itself (1.36+) has confirmed by
+// now, or called again; one that does not needs a new identity.
+func (h *handoverLoop) onRetryDue() {
+	h.retry = nil
+	if h.registered || h.rejected == "" || h.reg == nil || h.server.registering() {
+		return
+	}
+	h.log.Info("registering again after the kubelet's rejection")
+	h.lock.Do(h.reannounce)
 }
 
 // onFile looks at the registration socket's path after an event in its
@@ -563,6 +605,28 @@ func (h *handoverLoop) checkLink(ctx context.Context) {
 }
 
 var errLinkMoved = errors.New("the endpoint link moved")
+
+// ensureLink, under the lock, points the link at this instance's driver
+// when there is no link or its driver does not answer.
+func (h *handoverLoop) ensureLink() {
+	target, err := h.link.Target()
+	if err != nil || target == h.own {
+		return
+	}
+	if target != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), h.r.opts.Timeout)
+		ok := ProbeDriver(ctx, filepath.Join(h.link.Dir, target), h.r.opts.Timeout) == nil
+		cancel()
+		if ok {
+			return
+		}
+	}
+	if err := h.link.Swap(h.own); err != nil {
+		h.log.Error("cannot create the endpoint link", "err", err)
+		return
+	}
+	h.log.Info("the endpoint link points at this instance's driver", "from", target)
+}
 
 // isAnnouncement reports whether path is an announcement of the driver by
 // the rolling-update mode without the handover.
@@ -691,6 +755,7 @@ func (h *handoverLoop) closeRendezvous() {
 
 // closeAll ends serving, the rendezvous and the peers' connections.
 func (h *handoverLoop) closeAll() {
+	h.stopRetry()
 	h.stopServing()
 	h.closeRendezvous()
 	for pe := range h.peers {

@@ -515,6 +515,47 @@ func TestBenchStartWithDriverServing(t *testing.T) {
 		ours: got["ours"], up: got["upstream"], goal: "median ≤ 5 ms", met: medianAtMost(5)})
 }
 
+// Figure 1h: figure 1 with the handover (--rolling-update --handover) on
+// ours, beside upstream as it runs (no mode): the start also dials the
+// rendezvous, binds it and checks the endpoint link. Ours is killed after
+// each run (its exit, alone, would wait for a successor).
+func TestBenchStartHandover(t *testing.T) {
+	ims := impls(t)
+	runs := benchEnvInt("BENCH_RUNS", 10)
+	dir := benchDir(t)
+	driverSock := startBenchDriver(t, dir, "bench.csi.example.com")
+	got := map[string][]float64{}
+	for i := range runs {
+		for _, im := range alternate(ims, i) {
+			regDir, regSock := benchRegDir(dir, im, i, "bench.csi.example.com")
+			var extra []string
+			if !im.upstream() {
+				extra = []string{"--rolling-update=00000000-0000-4000-8000-000000000001", "--handover"}
+			}
+			a := newAnswerWaiter(t, regSock)
+			a.start()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			t0 := time.Now()
+			p := startQuiet(t, im.bin, im.registerArgs(driverSock, regDir, extra...)...)
+			t1, err := a.answered(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: registration socket did not answer: %v", im.name, err)
+			}
+			got[im.name] = append(got[im.name], ms(t1.Sub(t0)))
+			a.close()
+			if im.upstream() {
+				p.stop()
+			} else {
+				p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+	}
+	record(t, row{fig: "1h", what: "driver serving, the handover on ours: registrar exec → GetInfo answered", unit: "ms",
+		ours: got["ours"], up: got["upstream"]})
+}
+
 // ---------------------------------------------------------------------------
 // Figure 2: registrar started first, the driver later → registration socket
 // answers, measured from the driver's fork/exec. The driver starts 0.2–1.2 s

@@ -15,17 +15,42 @@ import (
 
 // The handover (docs/design.md, "The handover") with a real kubelet: the
 // reference DaemonSet with --handover (manifests/overlays/handover) rolled
-// out again and again while pods with an inline volume of the driver start
-// on every node. The kubelet must see nothing: no RegisterPlugin or
-// DeRegisterPlugin of the driver, the Node annotation and the CSINode entry
-// never absent, one path of the driver in its plugin manager.
+// out -handover-rollouts times, then -handover-load-rollouts times more
+// while pods with an inline volume of the driver start on every node (the
+// stream fills a node's pod slots if it runs through all of them). The
+// kubelet must see nothing: no RegisterPlugin or DeRegisterPlugin of the
+// driver, no failed mount, the Node annotation and the CSINode entry never
+// absent, one path of the driver in its plugin manager.
 const handoverDir = "manifests/overlays/handover"
 
-var handoverRollouts = flag.Int("handover-rollouts", 10, "rollouts of TestHandoverRollouts")
+var (
+	handoverRollouts     = flag.Int("handover-rollouts", 10, "rollouts of TestHandoverRollouts without a workload")
+	handoverLoadRollouts = flag.Int("handover-load-rollouts", 3, "rollouts of TestHandoverRollouts under inline-volume pods")
+)
+
+// handoverLoadEvery is the workload's pace in TestHandoverRollouts: slower
+// than TestRollingUpdate's, whose two rollouts are over in seconds; through
+// three, on a busy node, 300 ms filled the node's pod slots (110), and the
+// scheduler preempted workload pods to place the DaemonSet's surge pod.
+const handoverLoadEvery = time.Second
+
+// rollOut rolls the DaemonSet out once (the annotation's value v) and
+// waits until every node runs the new pod alone.
+func rollOut(t testing.TB, ctx context.Context, v string) {
+	t.Helper()
+	start := time.Now()
+	if err := setRolloutAnnotation(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RolledOut(ctx, cfg.Driver, 5*time.Minute); err != nil {
+		t.Fatalf("rollout %s: %v", v, err)
+	}
+	logf("rollout %s: rolled out in %s", v, time.Since(start).Round(100*time.Millisecond))
+}
 
 func TestHandoverRollouts(tt *testing.T) {
 	t := withRecap(tt)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	loadExampleImage(t, ctx)
 	t.Cleanup(func() { restoreBase(t) })
@@ -46,22 +71,19 @@ func TestHandoverRollouts(tt *testing.T) {
 	recs := recordRegistration(t, ctx)
 	from := positions(recs)
 	since := time.Now()
-	wl := startWorkload(t, ctx)
 	for i := 1; i <= *handoverRollouts; i++ {
-		start := time.Now()
-		if err := setRolloutAnnotation(ctx, fmt.Sprintf("handover-%d", i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
-			t.Fatalf("rollout %d: %v", i, err)
-		}
-		logf("rollout %d of %d: rolled out in %s", i, *handoverRollouts, time.Since(start).Round(100*time.Millisecond))
+		rollOut(t, ctx, fmt.Sprintf("handover-%d", i))
+	}
+	wl := startWorkloadEvery(t, ctx, handoverLoadEvery)
+	for i := 1; i <= *handoverLoadRollouts; i++ {
+		rollOut(t, ctx, fmt.Sprintf("handover-load-%d", i))
 	}
 	started, never, err := stopWorkload(ctx, wl, 3*time.Minute)
 	if err != nil {
 		t.Errorf("workload: %v; pods that never ran: %v", err, never)
 	}
-	logf("%d rollouts done: %d workload pods started meanwhile, each ran and was deleted", *handoverRollouts, started)
+	total := *handoverRollouts + *handoverLoadRollouts
+	logf("%d rollouts done, the last %d under load: %d workload pods started meanwhile, each ran and was deleted", total, *handoverLoadRollouts, started)
 
 	for _, n := range allNodes {
 		for _, r := range []*Recorder{recs[n].node, recs[n].csinode} {
@@ -88,14 +110,14 @@ func TestHandoverRollouts(tt *testing.T) {
 				t.Errorf("node %s: the kubelet's log during the rollouts: %s", n, line)
 			}
 		}
-		logf("node %s: %d RegisterPlugin/DeRegisterPlugin/failed-mount lines in the kubelet's log during the rollouts", n, calls)
+		logf("node %s: %d RegisterPlugin/DeRegisterPlugin/failed-mount lines in the kubelet's log during %d rollouts", n, calls, total)
 	}
 	awaitWorkloadGone(t, ctx)
 	// The kubelet's own metric: only the local node's kubelet answers on
 	// 127.0.0.1:10250 (kind's answer inside their containers).
 	if cl.Provider.Name() == "local" {
 		actual, desiredOnly := kubeletPaths(t, ctx)
-		logf("the kubelet's plugin manager after %d rollouts: actual state %v, desired only %v", *handoverRollouts, actual, desiredOnly)
+		logf("the kubelet's plugin manager after %d rollouts: actual state %v, desired only %v", total, actual, desiredOnly)
 		if len(actual) != 1 || len(desiredOnly) != 0 {
 			t.Errorf("the kubelet's plugin manager holds %d actual-state path(s) %v and %d desired-only %v for the driver; want 1 and 0",
 				len(actual), actual, len(desiredOnly), desiredOnly)

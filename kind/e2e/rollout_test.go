@@ -222,6 +222,12 @@ func awaitNewPod(t testing.TB, ctx context.Context, before map[string]*corev1.Po
 // runs (drivercases.MountLoad, the load of verify's rollout cases).
 func startWorkload(t testing.TB, ctx context.Context) *drivercases.MountLoad {
 	t.Helper()
+	return startWorkloadEvery(t, ctx, rolloutEvery)
+}
+
+// startWorkloadEvery is startWorkload starting a pod every interval.
+func startWorkloadEvery(t testing.TB, ctx context.Context, every time.Duration) *drivercases.MountLoad {
+	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}}
 	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -231,7 +237,7 @@ func startWorkload(t testing.TB, ctx context.Context) *drivercases.MountLoad {
 		defer cancel()
 		cl.Client.CoreV1().Namespaces().Delete(ctx, rolloutNamespace, metav1.DeleteOptions{})
 	})
-	w := &drivercases.MountLoad{Client: cl.Client, Namespace: rolloutNamespace, Nodes: allNodes, Every: rolloutEvery, Pod: workloadPod}
+	w := &drivercases.MountLoad{Client: cl.Client, Namespace: rolloutNamespace, Nodes: allNodes, Every: every, Pod: workloadPod}
 	w.Start(ctx)
 	t.Cleanup(func() { _ = w.Stop() })
 	return w
