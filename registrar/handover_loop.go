@@ -2,10 +2,7 @@ package registrar
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -14,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/grpcserve"
 	"github.com/csi-registrar/csi-registrar/registrar/handoff"
 )
@@ -202,96 +198,6 @@ func (h *handoverLoop) waitForDriver(ctx context.Context) error {
 	}
 }
 
-// join, under the lock, takes the registration: from the newest running
-// instance over the rendezvous if there is one, else by binding the plain
-// path (free, or a dead socket), else waits for the process that serves it.
-// Then it becomes the rendezvous for the next instance.
-func (h *handoverLoop) join() error {
-	if p, err := handoff.Dial(h.rvPath); err == nil {
-		if err := h.greet(p, false); err != nil {
-			h.log.Info("the newest instance's rendezvous did not hand over; taking the path myself", "err", err)
-		}
-	}
-	if h.reg == nil && !h.foreign {
-		h.bindPath()
-	}
-	rv, err := handoff.BindOver("unixpacket", h.rvPath)
-	if err != nil {
-		return fmt.Errorf("listen on the handover rendezvous %s: %w", h.rvPath, err)
-	}
-	h.rv = rv
-	go h.accept(rv)
-	return nil
-}
-
-// greet exchanges hellos with p: a newer instance (rejoin false) sends its
-// driver and receives the older one's state and, when it holds one, the
-// registration socket; an instance whose newer peers all left (rejoin true)
-// joins the newest as an older peer.
-func (h *handoverLoop) greet(p *handoff.Peer, rejoin bool) error {
-	if err := p.Send(handoff.Message{Driver: h.own, Rejoin: rejoin, Registered: rejoin && h.registered}, nil); err != nil {
-		p.Close()
-		return err
-	}
-	p.SetDeadline(time.Now().Add(helloWait))
-	m, reg, err := p.Recv()
-	p.SetDeadline(time.Time{})
-	if err != nil {
-		p.Close()
-		return err
-	}
-	pe := &instance{p: p, newer: rejoin, driver: m.Driver}
-	h.peers[pe] = true
-	go h.read(pe)
-	if rejoin {
-		if reg != nil {
-			reg.Close() // this instance has its own copy
-		}
-		return nil
-	}
-	h.registered, h.rejected, h.foreign = m.Registered, m.Rejected, m.Foreign
-	if reg != nil {
-		h.serve(reg)
-		h.log.Info("took the registration socket over from the running instance", "from", m.Driver, "registered", m.Registered)
-	} else {
-		h.log.Info("joined the running instance, which holds no registration socket", "from", m.Driver, "foreign", m.Foreign)
-	}
-	return nil
-}
-
-// bindPath binds the plain path when it is free or holds a dead socket, and
-// no live announcement of the rolling-update mode holds the driver.
-func (h *handoverLoop) bindPath() {
-	if a := h.liveAnnouncement(); a != "" {
-		if !h.foreign {
-			h.log.Info("the rolling-update mode's instance holds the registration: taking it when that instance leaves", "announcement", a)
-		}
-		h.foreign = true
-		return
-	}
-	// The kubelet may call the socket the moment it exists: the endpoint it
-	// will be told must already reach a driver.
-	h.ensureLink()
-	reg, replaced, err := handoff.Bind("unix", h.regPath)
-	switch {
-	case err == nil:
-		h.foreign = false
-		h.registered, h.rejected = false, ""
-		h.serve(reg)
-		h.log.Info("serving the registration socket", "replacedDead", replaced)
-		h.sendAll(handoff.Message{Driver: h.own}, reg)
-	case errors.Is(err, handoff.ErrLive):
-		if !h.foreign {
-			h.log.Info("another registrar serves the registration socket: taking it when it leaves")
-		}
-		h.foreign = true
-	default:
-		h.foreign = false
-		h.log.Error("cannot serve the registration socket", "err", err)
-		h.r.status.update(func(st *Status) { st.Detail = err.Error() })
-	}
-}
-
 // serve starts the registration server on reg, ending the one before.
 func (h *handoverLoop) serve(reg *handoff.Socket) {
 	h.stopServing()
@@ -442,34 +348,6 @@ func (h *handoverLoop) onPeer(ev instanceEvent) {
 	}
 }
 
-// rejoin, under the lock, after this instance's newer peers all left: it
-// joins the newest instance still running, or becomes the rendezvous.
-func (h *handoverLoop) rejoin() error {
-	if p, err := handoff.Dial(h.rvPath); err == nil {
-		if err := h.greet(p, true); err == nil {
-			return nil
-		}
-	}
-	rv, err := handoff.BindOver("unixpacket", h.rvPath)
-	if err != nil {
-		h.log.Error("cannot listen on the handover rendezvous", "err", err)
-		return err
-	}
-	h.rv = rv
-	go h.accept(rv)
-	h.log.Info("the newer instances left: this one is the newest again")
-	return nil
-}
-
-func (h *handoverLoop) hasNewer() bool {
-	for pe := range h.peers {
-		if pe.newer {
-			return true
-		}
-	}
-	return false
-}
-
 // onKubelet records the kubelet's verdict and tells the peers.
 func (h *handoverLoop) onKubelet() {
 	_, last := h.server.snapshot()
@@ -549,219 +427,11 @@ func (h *handoverLoop) onFile(ctx context.Context, ev fsnotify.Event) {
 	}
 }
 
-// checkLink points the endpoint link at this instance's driver when this is
-// the newest instance and its driver answers, or when the driver the link
-// points at stopped answering and this one answers (the fallback). Before
-// taking the link from a driver that answers, it compares their
-// NodeGetInfo: when they differ, the kubelet must register the driver again
-// to learn the new values, so the socket is re-announced once.
-func (h *handoverLoop) checkLink(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 3*h.r.opts.Timeout)
-	defer cancel()
-	h.driverOK = h.drv.Probe(ctx) == nil
-	if !h.driverOK {
-		return
-	}
-	target, err := h.link.Target()
-	if err != nil {
-		h.log.Error("cannot read the endpoint link", "err", err)
-		return
-	}
-	if target == h.own {
-		return
-	}
-	other := filepath.Join(h.link.Dir, target)
-	otherOK := target != "" && ProbeDriver(ctx, other, h.r.opts.Timeout) == nil
-	if otherOK && h.rv == nil {
-		return // a newer instance holds the link, and its driver answers
-	}
-	reannounce := false
-	if otherOK {
-		same, err := sameNodeInfo(ctx, h.r.driverPath, other, h.r.opts.Timeout)
-		if err != nil {
-			h.log.Info("cannot compare NodeGetInfo with the current driver; keeping the link", "err", err)
-			return
-		}
-		reannounce = !same
-	}
-	err = h.lock.Do(func() error {
-		if t, _ := h.link.Target(); t != target {
-			return errLinkMoved
-		}
-		return h.link.Swap(h.own)
-	})
-	switch {
-	case errors.Is(err, errLinkMoved):
-		return
-	case err != nil:
-		h.log.Error("cannot swap the endpoint link", "err", err)
-		return
-	}
-	h.log.Info("the endpoint link points at this instance's driver", "from", target, "fallback", !otherOK && target != "")
-	if reannounce && h.reg != nil {
-		h.log.Info("the driver's NodeGetInfo differs from the previous driver's: registering again once")
-		h.lock.Do(h.reannounce)
-	}
-}
-
-var errLinkMoved = errors.New("the endpoint link moved")
-
-// ensureLink, under the lock, points the link at this instance's driver
-// when there is no link or its driver does not answer.
-func (h *handoverLoop) ensureLink() {
-	target, err := h.link.Target()
-	if err != nil || target == h.own {
-		return
-	}
-	if target != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), h.r.opts.Timeout)
-		ok := ProbeDriver(ctx, filepath.Join(h.link.Dir, target), h.r.opts.Timeout) == nil
-		cancel()
-		if ok {
-			return
-		}
-	}
-	if err := h.link.Swap(h.own); err != nil {
-		h.log.Error("cannot create the endpoint link", "err", err)
-		return
-	}
-	h.log.Info("the endpoint link points at this instance's driver", "from", target)
-}
-
-// isAnnouncement reports whether path is an announcement of the driver by
-// the rolling-update mode without the handover.
-func (h *handoverLoop) isAnnouncement(path string) bool {
-	_, _, ok := csiplugin.ParseRollingUpdateSocketName(h.name, filepath.Base(path))
-	return ok && filepath.Dir(path) == filepath.Dir(h.regPath)
-}
-
-// liveAnnouncement returns an announcement of the driver by the rolling-update
-// mode without the handover that a process still serves ("" if none). The
-// kubelet holds such a registration at a version (1.<ms>.0) that the plain
-// path's cannot exceed, and its CSI handler refuses an equal or lower one
-// while it is registered: so the plain path is bound only once the mode's
-// last instance left (removing its announcement, which unregisters the
-// driver), as after node-driver-registrar.
-func (h *handoverLoop) liveAnnouncement() string {
-	entries, err := os.ReadDir(filepath.Dir(h.regPath))
-	if err != nil {
-		return ""
-	}
-	for _, e := range entries {
-		p := filepath.Join(filepath.Dir(h.regPath), e.Name())
-		if h.isAnnouncement(p) && handoff.Alive("unix", p) {
-			return e.Name()
-		}
-	}
-	return ""
-}
-
-// reannounce makes the kubelet register the driver again: a fresh socket
-// renamed over the path gives it a new identity (unregister, then
-// register). The peers get the new socket too.
-func (h *handoverLoop) reannounce() error {
-	reg, err := handoff.BindOver("unix", h.regPath)
-	if err != nil {
-		h.log.Error("cannot re-announce the registration socket", "err", err)
-		return err
-	}
-	h.registered, h.rejected = false, ""
-	h.serve(reg)
-	h.sendAll(h.state(), reg)
-	return nil
-}
-
-// leave ends this instance: with a peer running, it moves the link to the
-// peer's driver if it points here, and closes its copies; alone, it waits
-// lastLeaverWait for a successor, then removes what is its own.
-func (h *handoverLoop) leave() error {
-	h.r.status.update(func(st *Status) { st.Detail = "leaving" })
-	if len(h.peers) == 0 && h.rv != nil {
-		h.awaitSuccessor()
-	}
-	err := h.lock.Do(func() error {
-		if len(h.peers) > 0 {
-			h.moveLinkToPeer()
-			h.closeRendezvous()
-			return nil
-		}
-		if h.reg != nil && h.reg.RemoveIfOwned(h.regPath) {
-			h.log.Info("removed the registration socket: no instance of the driver is left on this node")
-		}
-		if removed, _ := h.link.RemoveIf(h.own); removed {
-			h.log.Info("removed the endpoint link")
-		}
-		if h.rv != nil {
-			h.rv.RemoveIfOwned(h.rvPath)
-		}
-		return nil
-	})
-	h.closeAll()
-	return err
-}
-
-// awaitSuccessor waits, at most lastLeaverWait, for an instance to dial the
-// rendezvous, and hands over to it.
-func (h *handoverLoop) awaitSuccessor() {
-	t := time.NewTimer(lastLeaverWait)
-	defer t.Stop()
-	for len(h.peers) == 0 {
-		select {
-		case ev := <-h.peerEvents:
-			h.onPeer(ev)
-		case <-h.signalC():
-			h.onKubelet()
-		case reply := <-h.r.ping:
-			close(reply)
-		case <-t.C:
-			return
-		}
-	}
-}
-
 func (h *handoverLoop) signalC() <-chan struct{} {
 	if h.server == nil {
 		return nil
 	}
 	return h.server.signal
-}
-
-// moveLinkToPeer points the link at a peer's driver that answers, when it
-// points at this instance's.
-func (h *handoverLoop) moveLinkToPeer() {
-	if t, _ := h.link.Target(); t != h.own {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*h.r.opts.Timeout)
-	defer cancel()
-	for pe := range h.peers {
-		if pe.driver == "" || ProbeDriver(ctx, filepath.Join(h.link.Dir, pe.driver), h.r.opts.Timeout) != nil {
-			continue
-		}
-		if err := h.link.Swap(pe.driver); err == nil {
-			h.log.Info("the endpoint link points at the remaining instance's driver", "to", pe.driver)
-			return
-		}
-	}
-	h.log.Info("no remaining instance's driver answers: the endpoint link keeps pointing here")
-}
-
-func (h *handoverLoop) closeRendezvous() {
-	if h.rv != nil {
-		h.rv.Close()
-		h.rv = nil
-	}
-}
-
-// closeAll ends serving, the rendezvous and the peers' connections.
-func (h *handoverLoop) closeAll() {
-	h.stopRetry()
-	h.stopServing()
-	h.closeRendezvous()
-	for pe := range h.peers {
-		pe.p.Close()
-		delete(h.peers, pe)
-	}
 }
 
 // state is this instance's part of a message.

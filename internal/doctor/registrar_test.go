@@ -85,7 +85,6 @@ func getInfoCalls(t *testing.T, reg *registrar.Registrar) string {
 // is the link csi-endpoint.sock; doctor follows it, names its target and
 // checks the driver behind it.
 func TestDoctorHandoverLink(t *testing.T) {
-	t.Parallel()
 	n := newNode(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
