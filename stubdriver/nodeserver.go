@@ -31,10 +31,39 @@ func (s *nodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 	return rsp, nil
 }
 
-// NodeGetCapabilities reports no optional node capability: no staging (an
-// ephemeral volume is published directly), no volume stats, no expansion.
+// NodeGetCapabilities reports one optional node capability, GET_VOLUME_STATS
+// (the kubelet then asks NodeGetVolumeStats of each published volume for its
+// /stats/summary and volume metrics): no staging (an ephemeral volume is
+// published directly), no expansion.
 func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{}, nil
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
+		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_GET_VOLUME_STATS}},
+	}}}, nil
+}
+
+// NodeGetVolumeStats reports the usage of a volume published at volume_path:
+// bytes and inodes of the file system that holds the volume's directory
+// (statfs), as a driver whose volumes are directories reports them.
+//
+// Errors, as the CSI spec orders them:
+//   - INVALID_ARGUMENT: volume_id or volume_path missing.
+//   - NOT_FOUND: no volume of that ID (never published, or unpublished, or
+//     the driver has no state directory), or volume_path is not where it is
+//     published (a relative volume_path never is).
+//   - INTERNAL: statfs fails.
+func (s *nodeServer) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	id, path := req.GetVolumeId(), req.GetVolumePath()
+	switch {
+	case id == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_id is missing")
+	case path == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_path is missing")
+	case s.vols == nil || validVolumeID(id) != nil:
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist: this driver publishes none of that ID", id)
+	case !filepath.IsAbs(path):
+		return nil, status.Errorf(codes.NotFound, "volume %q is not published at %q: the driver publishes at absolute target paths only", id, path)
+	}
+	return s.vols.stats(id, path)
 }
 
 // NodePublishVolume publishes a CSI ephemeral volume: it creates the

@@ -133,8 +133,9 @@ func TestNodeService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rsp.GetCapabilities()) != 0 {
-			t.Errorf("capabilities = %v, want none (no staging, stats or expansion)", rsp.GetCapabilities())
+		caps := rsp.GetCapabilities()
+		if len(caps) != 1 || caps[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_STATS {
+			t.Errorf("capabilities = %v, want GET_VOLUME_STATS only (no staging or expansion)", caps)
 		}
 	})
 
@@ -184,13 +185,17 @@ func TestNodeService(t *testing.T) {
 		})
 	}
 
+	// Nothing is published without a state directory: no volume to report.
+	t.Run("volume stats without a state directory", func(t *testing.T) {
+		_, err := node.NodeGetVolumeStats(bg, &csi.NodeGetVolumeStatsRequest{VolumeId: "v1", VolumePath: "/mnt/t"})
+		wantCode(t, "NodeGetVolumeStats", err, codes.NotFound)
+	})
+
 	t.Run("unimplemented methods", func(t *testing.T) {
 		_, err := node.NodeStageVolume(bg, &csi.NodeStageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/s", VolumeCapability: mount})
 		wantCode(t, "NodeStageVolume", err, codes.Unimplemented)
 		_, err = node.NodeUnstageVolume(bg, &csi.NodeUnstageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/s"})
 		wantCode(t, "NodeUnstageVolume", err, codes.Unimplemented)
-		_, err = node.NodeGetVolumeStats(bg, &csi.NodeGetVolumeStatsRequest{VolumeId: "v1", VolumePath: "/mnt/t"})
-		wantCode(t, "NodeGetVolumeStats", err, codes.Unimplemented)
 		_, err = node.NodeExpandVolume(bg, &csi.NodeExpandVolumeRequest{VolumeId: "v1", VolumePath: "/mnt/t"})
 		wantCode(t, "NodeExpandVolume", err, codes.Unimplemented)
 		// No Controller service is registered at all.

@@ -22,7 +22,7 @@ func startKillableDriver(t *testing.T, w *world, label string) (d *driver, kill,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d = &driver{name: w.name, sock: filepath.Join(dir, "csi.sock")}
+	d = &driver{name: w.name, label: label, sock: filepath.Join(dir, "csi.sock")}
 	w.drivers = append(w.drivers, d)
 	serve := func() {
 		ln, err := net.Listen("unix", d.sock)

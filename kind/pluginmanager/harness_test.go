@@ -309,6 +309,7 @@ type driver struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
 	name     string
+	label    string // the instance it belongs to (world.endpoint's answer)
 	sock     string
 	failInfo atomic.Bool
 	nodeID   string       // NodeGetInfo's node ID; "" is nodeName
@@ -318,15 +319,21 @@ type driver struct {
 }
 
 func startDriver(t *testing.T, dir, name string, failInfo bool) *driver {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	return startDriverAt(t, filepath.Join(dir, "csi.sock"), name, failInfo)
 }
 
-// startDriverAt is startDriver on the socket sock.
+// startDriverAt is startDriver on the socket sock. Its label (world.endpoint's
+// answer) is the socket's name without ".sock", or for csi.sock its
+// directory's name.
 func startDriverAt(t *testing.T, sock, name string, failInfo bool, nodeID ...string) *driver {
-	d := &driver{name: name, sock: sock}
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	label := strings.TrimSuffix(filepath.Base(sock), ".sock")
+	if filepath.Base(sock) == "csi.sock" {
+		label = filepath.Base(filepath.Dir(sock))
+	}
+	d := &driver{name: name, label: label, sock: sock}
 	if len(nodeID) > 0 {
 		d.nodeID = nodeID[0]
 	}
@@ -508,13 +515,26 @@ func (w *world) endpoint() string {
 	if !ok {
 		return ""
 	}
-	ep := fieldString(d, "endpoint")
+	ep := resolveLink(fieldString(d, "endpoint"))
 	for _, drv := range w.drivers {
 		if drv.sock == ep {
-			return filepath.Base(filepath.Dir(drv.sock))
+			return drv.label
 		}
 	}
 	return "? " + ep
+}
+
+// resolveLink returns what a symbolic link at path names (the handover's
+// endpoint link), as connect(2) follows it; path itself when it is none.
+func resolveLink(path string) string {
+	to, err := os.Readlink(path)
+	if err != nil {
+		return path
+	}
+	if !filepath.IsAbs(to) {
+		to = filepath.Join(filepath.Dir(path), to)
+	}
+	return to
 }
 
 // fieldString reads an unexported string field of a kubelet struct.

@@ -1,0 +1,159 @@
+package pluginmanager
+
+import (
+	"testing"
+	"time"
+)
+
+// Issue 43's failing sequences that a real kubelet cannot be made to
+// produce on demand (shared/reference/mode-review.md), against the kubelet's
+// plugin manager and CSI handler in-process, in either design (-design).
+// Each asserts the node's final state only: the driver registered at an
+// endpoint whose driver answers, and listed in the CSINode.
+
+// liveRounds bounds, in the kubelet's reconciler rounds, how long after the
+// sequence a design may take to end registered at a live endpoint: past the
+// mode's settle (3 s), its successor wait (5 s) and a take-back's round.
+const liveRounds = 15
+
+// TestLateConfirmationAtLeave (F2): A and B run, B (newer) holds the
+// registration. The kubelet restarts; its registration of what A serves is
+// under way (GetInfo answered, no Notify yet) when A's pod is deleted, and
+// it completes while A leaves. Then A's driver exits. The driver must end
+// registered at a live endpoint (B's driver).
+//
+// In the mode (announce) the restarted kubelet registers A's announcement
+// after B's (lostRaceFor: its validation ran before B's endpoint was
+// stored); servingSocket.retire waits for that registration's Notify, then
+// hides the socket without deciding again: the kubelet ends on A's
+// endpoint, and B, named successor, never takes it back.
+func TestLateConfirmationAtLeave(t *testing.T) {
+	w := newSequenceWorld(t, "lateleave.csi.test")
+	handover := handoverDesign(t)
+	ad, bd := w.podDriver("a"), w.podDriver("b")
+	a := w.startPod("a", ad, "pod-a")
+	w.waitEndpoint(registerWait, "a")
+	b := w.startPod("b", bd, "pod-b")
+	w.waitEndpoint(registerWait, "b")
+	w.pm.waitRounds(t, settleRounds)
+	w.waitEndpoint(5*time.Second, "b")
+	_ = b
+
+	// The kubelet restarts. Its registration of A's socket (the mode) or of
+	// the one socket (the handover) is held after GetInfo.
+	hold := func(ep string) bool { return handover || ep == ad.sock }
+	h := newHoldingHandler(w.h, w.name, hold)
+	if !handover {
+		h.lostRaceFor = ad.sock
+	}
+	restart := time.Now()
+	w.restartKubeletWith(t, h)
+	select {
+	case <-h.held:
+	case <-time.After(registerWait):
+		t.Fatalf("the restarted kubelet did not register A's socket within %s", registerWait)
+	}
+	// A's pod is deleted (SIGTERM) while that registration is under way;
+	// it goes on one kubelet round later (within the mode's notifyWait, 3 s).
+	a.cancel()
+	a.cancel = nil
+	w.pm.waitRounds(t, 1)
+	h.let()
+	select {
+	case err := <-a.done:
+		if err != nil {
+			t.Errorf("registrar a: Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("registrar a did not stop within 20 s")
+	}
+	// A's pod ends: its driver exits.
+	ad.srv.Stop()
+	left := time.Now()
+
+	ep, live, listed := w.awaitLiveRegistration(t, liveRounds)
+	if !live || !listed {
+		t.Fatalf("%d kubelet rounds after A left (the restarted kubelet's registration completed while A left, %s after the restart): the CSI handler holds endpoint %q (resolves to %q, driver answers Probe: %v), CSINode lists the driver: %v; want the driver registered at B's live driver",
+			liveRounds, left.Sub(restart).Round(time.Millisecond), ep, w.endpoint(), live, listed)
+	}
+	// And it stays there.
+	w.pm.waitRounds(t, settleRounds)
+	if ep, live := w.liveEndpoint(); !live {
+		t.Errorf("%d rounds later the CSI handler holds endpoint %q, whose driver does not answer", settleRounds, ep)
+	}
+	if got := w.endpoint(); got != "b" {
+		t.Errorf("the CSI handler dials %q, want b", got)
+	}
+}
+
+// TestDeadSocketAfterKubeletRestart (F4): A (a registrar in a process of
+// its own) and B run, B holds the registration. The kubelet restarts and
+// registers what A serves; A is killed (SIGKILL, as the OOM killer does
+// under the pressure of a restart) and its driver exits the moment the CSI
+// handler has registered it, before the kubelet's Notify; then the
+// restarted kubelet's registration at B completes. The driver must end
+// registered at a live endpoint (B's driver).
+//
+// In the mode B, confirmed again by the restarted kubelet, unlinks by name
+// the dead sockets it finds (removeDeadAfterKubeletRestart). A kubelet that
+// keeps a path whose Notify failed in its actual state (1.34, 1.35) then
+// calls DeRegisterPlugin for A's, which unregisters the driver by name; A's
+// name in Removed makes every instance take that Remove for nothing, and A
+// left with a confirmation older than B's: nobody registers again.
+func TestDeadSocketAfterKubeletRestart(t *testing.T) {
+	w := newSequenceWorld(t, "deadrestart.csi.test")
+	handover := handoverDesign(t)
+	ad, bd := w.podDriver("a"), w.podDriver("b")
+	a := startChild(t, "a", w.podOptions(ad, "pod-a"))
+	w.waitEndpoint(registerWait, "a")
+	b := w.startPod("b", bd, "pod-b")
+	w.waitEndpoint(registerWait, "b")
+	w.pm.waitRounds(t, settleRounds)
+	w.waitEndpoint(5*time.Second, "b")
+	_ = b
+
+	// The kubelet restarts. The mode: its registration at B's endpoint is
+	// held after GetInfo while it registers A's announcement. The handover:
+	// the one registration. A dies as the handler registered that.
+	var hold func(string) bool
+	if !handover {
+		hold = func(ep string) bool { return ep == bd.sock }
+	}
+	h := newHoldingHandler(w.h, w.name, hold)
+	killed := make(chan time.Time, 1)
+	h.after = func(ep string) bool { return handover || ep == ad.sock }
+	h.afterDo = func() {
+		a.kill()
+		ad.srv.Stop()
+		killed <- time.Now()
+	}
+	restart := time.Now()
+	w.restartKubeletWith(t, h)
+	var at time.Time
+	select {
+	case at = <-killed:
+	case <-time.After(registerWait):
+		t.Fatalf("the restarted kubelet did not register what A serves within %s", registerWait)
+	}
+	if !handover {
+		select {
+		case <-h.held:
+		case <-time.After(registerWait):
+			t.Fatalf("the restarted kubelet did not register B's announcement within %s", registerWait)
+		}
+	}
+	h.let()
+
+	ep, live, listed := w.awaitLiveRegistration(t, liveRounds)
+	if !live || !listed {
+		t.Fatalf("%d kubelet rounds after A was killed (%s after the kubelet restarted): the CSI handler holds endpoint %q (driver answers Probe: %v), CSINode lists the driver: %v; DeRegisterPlugin calls since the restart: %d; want the driver registered at B's live driver",
+			liveRounds, at.Sub(restart).Round(time.Millisecond), ep, live, listed, w.h.count("deregister", "", restart))
+	}
+	w.pm.waitRounds(t, settleRounds)
+	if ep, live := w.liveEndpoint(); !live {
+		t.Errorf("%d rounds later the CSI handler holds endpoint %q, whose driver does not answer", settleRounds, ep)
+	}
+	if got := w.endpoint(); got != "b" {
+		t.Errorf("the CSI handler dials %q, want b", got)
+	}
+}
