@@ -46,7 +46,7 @@ upstream-image: ## node-driver-registrar's image from its source ($(UPSTREAM_SRC
 	@mkdir -p $(dir $(UPSTREAM_IMAGE_TAR)) $(BUILDAH_ROOT)
 	@BUILDAH="$(BUILDAH)" bash kind/upstream-image.sh $(UPSTREAM_SRC) $(UPSTREAM_IMAGE) $(UPSTREAM_IMAGE_TAR)
 e2e-migration: upstream-image ## first rollout of an upstream DaemonSet: to upstream, to csi-registrar, into the mode, and back (a rollback); unregistered time and failed mounts per row; then an undo of the first rollout (issue 43's F1) (local node)
-	@$(MAKE) --no-print-directory e2e E2E_UPSTREAM_REGISTRAR_ARCHIVE=$(UPSTREAM_IMAGE_TAR) E2E_ARGS='-test.run=^(TestMigrationFromUpstream|TestUndoFirstRolloutFromUpstream)$$$$'
+	@$(MAKE) --no-print-directory e2e E2E_UPSTREAM_REGISTRAR_ARCHIVE=$(UPSTREAM_IMAGE_TAR) E2E_ARGS=\''-test.run=^(TestMigrationFromUpstream|TestUndoFirstRolloutFromUpstream)$$$$'\'
 
 # kind/e2e-kind.sh: kind/cluster.sh brings the cluster up (a private dockerd and the
 # node image built here when no Docker engine or registry answers), the suite runs,
