@@ -56,15 +56,7 @@ func TestHandoverRollouts(tt *testing.T) {
 	t.Cleanup(func() { restoreBase(t) })
 	diagnoseOnFailure(t)
 
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Apply(ctx, handoverDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	install(t, ctx, handoverDir)
 	for _, n := range allNodes {
 		checkRegistered(tt, ctx, n)
 	}

@@ -309,12 +309,16 @@ func awaitWorkloadGone(t testing.TB, ctx context.Context) {
 
 // installMode replaces the suite's deployment (plainDir: without the mode)
 // by manifestsDir (the mode) and waits until it rolled out.
-func installMode(t testing.TB, ctx context.Context) {
+func installMode(t testing.TB, ctx context.Context) { t.Helper(); install(t, ctx, manifestsDir) }
+
+// install replaces the suite's deployment (plainDir) by dir's and waits
+// until it rolled out.
+func install(t testing.TB, ctx context.Context, dir string) {
 	t.Helper()
 	if err := cl.Delete(ctx, plainDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Apply(ctx, manifestsDir); err != nil {
+	if err := cl.Apply(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {

@@ -259,15 +259,7 @@ func TestVolumeStatsAcrossRollout(tt *testing.T) {
 	t.Cleanup(func() { restoreBase(t) })
 	diagnoseOnFailure(t)
 
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Apply(ctx, dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	install(t, ctx, dir)
 	node := allNodes[0]
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}}
 	if _, err := cl.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
