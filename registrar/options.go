@@ -63,8 +63,9 @@ type Options struct {
 	// ReadyCheck, if set, is asked by /readyz once the registration is
 	// confirmed and the driver answers: an error makes it answer 503 with
 	// the error's text (registrar/nodestatus reports a CSINode loss it could
-	// not heal this way). It must return quickly.
-	ReadyCheck func() error
+	// not heal this way). It must return quickly. Not part of the options'
+	// JSON form (a registrar in a child process of the in-process tests).
+	ReadyCheck func() error `json:"-"`
 	// StateFile, if set, is a file the Registrar keeps while it runs with
 	// what ProbeState needs of its Status (csi-registrar register's
 	// --mode=kubelet-registration-probe); absolute, not under
