@@ -34,6 +34,10 @@ type fakeAPIServer struct {
 	changed  chan struct{}  // closed and replaced at each change
 	patches  []fakePatch
 	requests int
+	// csinodeWatch receives a value as each CSINode watch starts: this fake
+	// ignores resourceVersion, so a change before a watch starts is not
+	// replayed as the API server would; a test waits for a watch first.
+	csinodeWatch chan struct{}
 }
 
 type fakePatch struct {
@@ -42,7 +46,7 @@ type fakePatch struct {
 }
 
 func newFakeAPIServer(t *testing.T, nodeName string) *fakeAPIServer {
-	f := &fakeAPIServer{t: t, changed: make(chan struct{})}
+	f := &fakeAPIServer{t: t, changed: make(chan struct{}), csinodeWatch: make(chan struct{}, 1)}
 	f.node = map[string]any{
 		"metadata": map[string]any{"name": nodeName, "uid": "uid-1", "annotations": map[string]any{}},
 		"spec":     map[string]any{},
@@ -283,6 +287,12 @@ func (f *fakeAPIServer) serveWatch(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	fl.Flush()
+	if strings.HasPrefix(req.URL.Path, csinodesPath) {
+		select {
+		case f.csinodeWatch <- struct{}{}:
+		default:
+		}
+	}
 	enc := json.NewEncoder(w)
 	for {
 		f.mu.Lock()

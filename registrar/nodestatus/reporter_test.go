@@ -320,6 +320,11 @@ func TestLostRegistrationHealedOnce(t *testing.T) {
 	src.mu.Lock()
 	src.onReregister = func() error { reregistered <- struct{}{}; return nil }
 	src.mu.Unlock()
+	select { // the fake replays nothing a watch missed
+	case <-f.csinodeWatch:
+	case <-ctx.Done():
+		t.Fatal("no CSINode watch")
+	}
 	f.setCSINodeDrivers(nil...)
 	select {
 	case <-reregistered:
