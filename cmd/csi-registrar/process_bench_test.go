@@ -488,38 +488,26 @@ func sample(t *testing.T, pid int) procSample {
 // measured from the registrar's fork/exec.
 
 func TestBenchStartWithDriverServing(t *testing.T) {
-	ims := impls(t)
-	runs := benchEnvInt("BENCH_RUNS", 10)
-	dir := benchDir(t)
-	driverSock := startBenchDriver(t, dir, "bench.csi.example.com")
-	got := map[string][]float64{}
-	for i := range runs {
-		for _, im := range alternate(ims, i) {
-			regDir, regSock := benchRegDir(dir, im, i, "bench.csi.example.com")
-			a := newAnswerWaiter(t, regSock)
-			a.start()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			t0 := time.Now()
-			p := startQuiet(t, im.bin, im.registerArgs(driverSock, regDir)...)
-			t1, err := a.answered(ctx)
-			cancel()
-			if err != nil {
-				t.Fatalf("%s: registration socket did not answer: %v", im.name, err)
-			}
-			got[im.name] = append(got[im.name], ms(t1.Sub(t0)))
-			a.close()
-			p.stop()
-		}
-	}
+	got := startTimes(t, nil)
 	record(t, row{fig: "1", what: "driver serving: registrar exec → GetInfo answered", unit: "ms",
 		ours: got["ours"], up: got["upstream"], goal: "median ≤ 5 ms", met: medianAtMost(5)})
 }
 
 // Figure 1h: figure 1 with the handover (--rolling-update --handover) on
 // ours, beside upstream as it runs (no mode): the start also dials the
-// rendezvous, binds it and checks the endpoint link. Ours is killed after
-// each run (its exit, alone, would wait for a successor).
+// rendezvous, binds it and checks the endpoint link.
 func TestBenchStartHandover(t *testing.T) {
+	got := startTimes(t, []string{"--rolling-update=00000000-0000-4000-8000-000000000001", "--handover"})
+	record(t, row{fig: "1h", what: "driver serving, the handover on ours: registrar exec → GetInfo answered", unit: "ms",
+		ours: got["ours"], up: got["upstream"]})
+}
+
+// startTimes measures, BENCH_RUNS times per implementation (alternating),
+// the registrar's fork/exec → its registration socket answering GetInfo,
+// with the driver already serving; oursExtra are more flags of ours. With
+// the handover ours is killed after each run: its exit, alone, would wait
+// for a successor.
+func startTimes(t *testing.T, oursExtra []string) map[string][]float64 {
 	ims := impls(t)
 	runs := benchEnvInt("BENCH_RUNS", 10)
 	dir := benchDir(t)
@@ -530,7 +518,7 @@ func TestBenchStartHandover(t *testing.T) {
 			regDir, regSock := benchRegDir(dir, im, i, "bench.csi.example.com")
 			var extra []string
 			if !im.upstream() {
-				extra = []string{"--rolling-update=00000000-0000-4000-8000-000000000001", "--handover"}
+				extra = oursExtra
 			}
 			a := newAnswerWaiter(t, regSock)
 			a.start()
@@ -544,16 +532,15 @@ func TestBenchStartHandover(t *testing.T) {
 			}
 			got[im.name] = append(got[im.name], ms(t1.Sub(t0)))
 			a.close()
-			if im.upstream() {
-				p.stop()
-			} else {
+			if len(extra) > 0 {
 				p.cmd.Process.Kill()
 				<-p.done
+			} else {
+				p.stop()
 			}
 		}
 	}
-	record(t, row{fig: "1h", what: "driver serving, the handover on ours: registrar exec → GetInfo answered", unit: "ms",
-		ours: got["ours"], up: got["upstream"]})
+	return got
 }
 
 // ---------------------------------------------------------------------------
