@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/platformtest"
 )
 
 func newTestStateWriter(t *testing.T, path string, logs *bytes.Buffer) *stateWriter {
@@ -38,7 +39,7 @@ func writeRecord(t *testing.T, path string, rec stateRecord) {
 // exitedPID returns the pid of a process that has exited and been reaped.
 func exitedPID(t *testing.T) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := platformtest.SelfCommand("-test.run=^$")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
