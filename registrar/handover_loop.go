@@ -51,6 +51,10 @@ const (
 	// and replaced, a DaemonSet rolling with maxUnavailable). Within the
 	// manifests' grace period of 10 s.
 	lastLeaverWait = 5 * time.Second
+	// holderGrace is how much longer than lastLeaverWait a leaver without the
+	// rendezvous waits for the leaving peer that holds it to finish: the
+	// holder's own wait, its clean-up and its exit (awaitHolder).
+	holderGrace = 2 * time.Second
 	// overlapTick is how often, while two instances run (a rollout), each
 	// checks its own driver and the driver the link points at: it bounds
 	// how long the kubelet's calls go to a driver that stopped answering.
