@@ -33,8 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	runs := map[string]proofmap.StepRun{}
 	bad := 0
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "proof\tstep\tverdict\t")
+	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "proof \t step \t verdict")
 	for _, r := range m.Rows {
 		if r.Step == "" {
 			continue
@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if why != "" {
 			why = " (" + why + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s%s\t\n", r.Proof, r.Step, v, why)
+		fmt.Fprintf(tw, "%s \t %s \t %s%s\n", r.Proof, r.Step, v, why)
 	}
 	tw.Flush()
 	if bad > 0 {
