@@ -212,9 +212,10 @@ type Runner struct {
 var subMake = regexp.MustCompile(`\$\(MAKE\)((?:\s+-[-a-z]+)*)\s+([a-z0-9-]+)(.*)$`)
 var scriptRef = regexp.MustCompile(`kind/[a-z0-9-]+\.sh`)
 
-// Resolve follows a step's target through its recipe ($(MAKE) TARGET VAR=...
-// of another target, a kind/*.sh script that runs make e2e-driver) to the
-// runner of tests or cases and the words that select them.
+// Resolve follows a step's target through its recipe (the first $(MAKE)
+// TARGET VAR=... of another target, or a kind/*.sh script that runs make
+// e2e-driver, whose --case words it takes) to the runner of tests or cases
+// and the words that select them.
 func (t *Tree) Resolve(target string, vars map[string]string) (Runner, error) {
 	return t.resolve(target, vars, 0)
 }
@@ -319,8 +320,7 @@ func (r Runner) Selects(names []string) ([]string, error) {
 			re   **regexp.Regexp
 		}{{"test.run=", &run}, {"run=", &run}, {"test.skip=", &skip}, {"skip=", &skip}} {
 			if v, ok := strings.CutPrefix(a, f.flag); ok {
-				top, _, _ := strings.Cut(v, "/")
-				re, err := regexp.Compile(top)
+				re, err := regexp.Compile(topLevel(v))
 				if err != nil {
 					return nil, fmt.Errorf("%s: %v", a, err)
 				}
@@ -336,4 +336,25 @@ func (r Runner) Selects(names []string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// topLevel returns the first element of a -test.run pattern: up to the
+// first / outside parentheses and brackets, as go test splits it.
+func topLevel(pattern string) string {
+	depth := 0
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '(', '[':
+			depth++
+		case ')', ']':
+			depth--
+		case '/':
+			if depth == 0 {
+				return pattern[:i]
+			}
+		}
+	}
+	return pattern
 }
