@@ -39,9 +39,10 @@ const (
 	StageRegistered
 	// StageStopped: Run has returned.
 	StageStopped
-	// StageStandingBy: rolling-update mode only. A newer instance of the
-	// driver on this node holds, or is taking, the registration; this one
-	// does not announce, and hands over when it ends.
+	// StageStandingBy: with RollingUpdate (the handover) only. Another
+	// instance of the driver on this node holds the registration socket
+	// (a newer one, or another registrar); this one serves no registration
+	// socket of its own.
 	StageStandingBy
 )
 
@@ -118,13 +119,11 @@ type Status struct {
 	// KubeletRetry is what the registrar inferred about the kubelet's own
 	// retries; it decides whether a rejection re-creates the socket.
 	KubeletRetry KubeletRetry
-	// Fallback, at StageStandingBy only (rolling-update mode): the kubelet
-	// confirmed this instance's latest announcement, the instance is not
-	// terminating and its driver has answered Probe ready (for the stable
-	// window, after a stop), so it takes the registration back at once if
-	// the newer instance's driver stops answering. /readyz answers 200 then
-	// while the driver answers Probe: the DaemonSet controller keeps the
-	// old pod beside the new one only while it is Ready.
+	// Fallback, at StageStandingBy only (the handover): this instance's
+	// driver answers Probe, so the endpoint link moves back to it at once
+	// if the newer instance's driver stops answering. /readyz answers 200
+	// then while the driver answers Probe: the DaemonSet controller keeps
+	// the old pod beside the new one only while it is Ready.
 	Fallback bool
 }
 
