@@ -133,4 +133,3 @@ func TestTwoInstances(t *testing.T) {
 	}
 	unpublish(newer, id2, t2)
 }
-
