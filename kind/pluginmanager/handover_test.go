@@ -58,7 +58,6 @@ func (n *handoverNode) handoverDriver(label, nodeID string) *driver {
 
 func (n *handoverNode) handoverOptions(d *driver, label string) registrar.Options {
 	opts := registrarOptions(d, n.reg, podUIDOf(label))
-	opts.Handover = true
 	return opts
 }
 
