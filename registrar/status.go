@@ -40,9 +40,9 @@ const (
 	// StageStopped: Run has returned.
 	StageStopped
 	// StageStandingBy: with RollingUpdate (the handover) only. Another
-	// instance of the driver on this node holds the registration socket
-	// (a newer one, or another registrar); this one serves no registration
-	// socket of its own.
+	// registrar of the driver on this node holds the registration (one
+	// without the handover, which it takes over from when that one leaves,
+	// or one that replaced its socket); this one serves none.
 	StageStandingBy
 )
 
@@ -119,11 +119,13 @@ type Status struct {
 	// KubeletRetry is what the registrar inferred about the kubelet's own
 	// retries; it decides whether a rejection re-creates the socket.
 	KubeletRetry KubeletRetry
-	// Fallback, at StageStandingBy only (the handover): this instance's
-	// driver answers Probe, so the endpoint link moves back to it at once
-	// if the newer instance's driver stops answering. /readyz answers 200
-	// then while the driver answers Probe: the DaemonSet controller keeps
-	// the old pod beside the new one only while it is Ready.
+	// Fallback, at StageStandingBy only (the handover): another registrar
+	// (node-driver-registrar, a registrar without RollingUpdate, the
+	// previous release's rolling-update mode) holds the registration and
+	// this instance's driver answers Probe, so it takes the registration
+	// over when that registrar leaves. /readyz answers 200 then while the
+	// driver answers Probe: the DaemonSet controller deletes the old pod
+	// only once the new one is Ready.
 	Fallback bool
 }
 
