@@ -128,7 +128,7 @@ type handoverLoop struct {
 	retryBackoff *backoff
 }
 
-// runHandover is Run with Options.Handover: it returns nil when ctx ends
+// runHandover is Run with Options.RollingUpdate: it returns nil when ctx ends
 // and this instance has left.
 func (r *Registrar) runHandover(ctx context.Context, drv *driverClient, watcher *fsnotify.Watcher) error {
 	dir := filepath.Dir(r.driverPath)
@@ -209,7 +209,7 @@ func (h *handoverLoop) waitForDriver(ctx context.Context) error {
 func (h *handoverLoop) serve(reg *handoff.Socket) {
 	h.stopServing()
 	h.reg, h.yielded = reg, false
-	h.server = newRegistrationServer(h.name, h.endpoint, plainVersion, serverHooks{})
+	h.server = newRegistrationServer(h.name, h.endpoint, serverHooks{})
 	g := grpcserve.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
 	registerapi.RegisterRegistrationServer(g, h.server)
 	h.serving = grpcserve.Serve(g, reg)
