@@ -62,12 +62,17 @@ func TestTwoInstances(t *testing.T) {
 		if len(drivers) > 1 {
 			continue
 		}
-		// The kubelet registers the one registration socket, once.
+		// The kubelet registers the one registration socket, once: after it
+		// is bound, which comes after the link.
+		logs.waitLog(t, "serving the registration socket")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		r, err := registrartest.Register(ctx, reg)
 		cancel()
-		if err != nil || r.Err != nil {
-			t.Fatalf("the kubelet's registration of %s: %v, %v", reg, err, r.Err)
+		if err != nil {
+			t.Fatalf("the kubelet's registration of %s: %v\n%s", reg, err, logs.String())
+		}
+		if r.Err != nil {
+			t.Fatalf("the kubelet's registration of %s: the registrar answered %v", reg, r.Err)
 		}
 		if r.Info.Endpoint != link {
 			t.Errorf("%s announces %s, want the endpoint link %s", reg, r.Info.Endpoint, link)

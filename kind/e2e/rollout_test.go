@@ -102,43 +102,10 @@ func setRolloutAnnotation(ctx context.Context, v string) error {
 	return err
 }
 
-// awaitNewPod waits for a pod of the DaemonSet that is not one of before,
-// scheduled to a node.
-func awaitNewPod(t testing.TB, ctx context.Context, before map[string]*corev1.Pod) *corev1.Pod {
-	t.Helper()
-	old := map[types.UID]bool{}
-	for _, p := range before {
-		old[p.UID] = true
-	}
-	var found *corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := cl.Client.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: cl.Selector})
-		if err != nil {
-			return false, err
-		}
-		for i := range l.Items {
-			if !old[l.Items[i].UID] && l.Items[i].Spec.NodeName != "" {
-				found = &l.Items[i]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no new pod of the DaemonSet: %v", err)
-	}
-	return found
-}
-
-// startWorkload starts pods with an inline volume of the driver, round
-// robin over the nodes, in a namespace of its own, and deletes each once it
-// runs (drivercases.MountLoad, the load of verify's rollout cases).
-func startWorkload(t testing.TB, ctx context.Context) *drivercases.MountLoad {
-	t.Helper()
-	return startWorkloadEvery(t, ctx, rolloutEvery)
-}
-
-// startWorkloadEvery is startWorkload starting a pod every interval.
+// startWorkloadEvery starts pods with an inline volume of the driver, one
+// every interval, round robin over the nodes, in a namespace of its own, and
+// deletes each once it runs (drivercases.MountLoad, the load of verify's
+// rollout cases).
 func startWorkloadEvery(t testing.TB, ctx context.Context, every time.Duration) *drivercases.MountLoad {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}}
@@ -219,10 +186,6 @@ func awaitWorkloadGone(t testing.TB, ctx context.Context) {
 	}
 	failedMounts(t, ctx)
 }
-
-// installMode replaces the suite's deployment (plainDir: without the mode)
-// by manifestsDir (the mode) and waits until it rolled out.
-func installMode(t testing.TB, ctx context.Context) { t.Helper(); install(t, ctx, manifestsDir) }
 
 // install replaces the suite's deployment (plainDir) by dir's and waits
 // until it rolled out.
