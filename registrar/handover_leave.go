@@ -32,6 +32,9 @@ func (h *handoverLoop) leave() error {
 		}
 		h.awaitSuccessor(successorBy)
 	}
+	if len(h.staying()) > 0 {
+		h.drain()
+	}
 	err := h.lock.Do(func() error {
 		if staying := h.staying(); len(staying) > 0 {
 			h.moveLinkTo(staying)
@@ -166,6 +169,21 @@ func (h *handoverLoop) closeRendezvous() {
 		h.rv.Close()
 		h.rv = nil
 	}
+}
+
+// drain stops this instance serving the registration socket (its copy of
+// the descriptor closes; the file stays, and so do the peers' copies), lets
+// the calls under way finish, and passes the kubelet's verdict from them on
+// to the peers: a NotifyRegistrationStatus that reaches a leaver is the only
+// word the kubelet says on that socket.
+func (h *handoverLoop) drain() {
+	if h.reg == nil {
+		return
+	}
+	h.reg.Close()
+	h.serving.Stop(h.r.opts.ShutdownTimeout)
+	h.onKubelet()
+	h.reg, h.serving, h.server = nil, nil, nil
 }
 
 // closeAll ends serving, the rendezvous and the peers' connections.

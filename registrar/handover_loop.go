@@ -126,6 +126,12 @@ type handoverLoop struct {
 	// does not retry by itself (1.34, 1.35); retryBackoff spaces them.
 	retry        *time.Timer
 	retryBackoff *backoff
+	// unheard runs while this instance serves the registration socket with
+	// no word from the kubelet on it: at Options.KubeletWait it registers
+	// again (onUnheard), so that a confirmation lost in a handover (it went
+	// to an instance that had already passed its state on) cannot leave the
+	// driver's pods unready for good.
+	unheard *time.Timer
 }
 
 // runHandover is Run with Options.RollingUpdate: it returns nil when ctx ends
@@ -306,6 +312,8 @@ func (h *handoverLoop) loop(ctx context.Context) error {
 			h.onKubelet()
 		case <-h.retryC():
 			h.onRetryDue()
+		case <-timerC(h.unheard):
+			h.onUnheard()
 		case ev := <-h.watcher.Events:
 			h.onFile(ctx, ev)
 		case err := <-h.watcher.Errors:
@@ -318,8 +326,43 @@ func (h *handoverLoop) loop(ctx context.Context) error {
 			h.checkLink(ctx)
 			tick.Reset(overlapTick)
 		}
+		h.watchUnheard()
 		h.publish()
 	}
+}
+
+// watchUnheard starts the unheard timer when this instance serves the
+// registration socket without the kubelet's confirmation or rejection, and
+// stops it otherwise.
+func (h *handoverLoop) watchUnheard() {
+	waiting := h.reg != nil && !h.registered && h.rejected == "" && !h.foreign && !h.yielded && !h.leaving
+	switch {
+	case waiting && h.unheard == nil:
+		h.unheard = time.NewTimer(h.r.opts.KubeletWait)
+	case !waiting && h.unheard != nil:
+		h.unheard.Stop()
+		h.unheard = nil
+	}
+}
+
+// onUnheard registers again when the kubelet has said nothing on the
+// socket for Options.KubeletWait: the kubelet calls a socket only when its
+// file is new, so waiting longer cannot help. It costs one kubelet round.
+func (h *handoverLoop) onUnheard() {
+	h.unheard = nil
+	if h.registered || h.rejected != "" || h.reg == nil || h.server.registering() {
+		return
+	}
+	h.log.Info("no word from the kubelet on the registration socket: registering again", "waited", h.r.opts.KubeletWait)
+	h.lock.Do(h.reannounce)
+}
+
+// timerC is t's channel, nil (never ready) without a timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 // onPeer handles a new peer, a peer's message, or its end.

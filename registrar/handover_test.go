@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
@@ -51,7 +52,7 @@ type pod struct {
 	driver running
 }
 
-func startPod(t *testing.T, n handoverNode, name string) *pod {
+func startPod(t *testing.T, n handoverNode, name string, opts ...func(*registrar.Options)) *pod {
 	t.Helper()
 	sock := n.sock(name)
 	d, err := stubdriver.New(stubdriver.Options{Endpoint: "unix://" + sock, Name: handoverDriver, NodeID: "node-1",
@@ -60,10 +61,14 @@ func startPod(t *testing.T, n handoverNode, name string) *pod {
 		t.Fatal(err)
 	}
 	p := &pod{name: name, driver: start(t, d.Run)}
-	r, err := registrar.New(registrar.Options{
+	o := registrar.Options{
 		CSIAddress: sock, KubeletRegistrationPath: sock, PluginRegistrationPath: n.regDir,
 		RollingUpdate: podUID(name), Logger: testLogger(t, nil).With("pod", name),
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	r, err := registrar.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,4 +283,25 @@ func TestHandoverUninstall(t *testing.T) {
 			t.Errorf("%s left after every instance left: %v", p, err)
 		}
 	}
+}
+
+// TestHandoverRegistersAgainWhenUnheard: an instance that serves the
+// registration socket and never hears from the kubelet on it (here no
+// kubelet calls at all; on a node, a confirmation that reached an instance
+// which had already passed its state on) registers again after
+// Options.KubeletWait: a fresh socket at the path, which the kubelet calls.
+func TestHandoverRegistersAgainWhenUnheard(t *testing.T) {
+	n := newHandoverNode(t)
+	a := startPod(t, n, "a", func(o *registrar.Options) { o.KubeletWait = registrar.MinKubeletWait })
+	eventually(t, "the registration socket", func() bool { _, err := os.Stat(n.regSock()); return err == nil })
+	ino := inode(t, n.regSock())
+	deadline := time.Now().Add(registrar.MinKubeletWait + patience)
+	for inode(t, n.regSock()) == ino {
+		if time.Now().After(deadline) {
+			t.Fatalf("the registration socket is the same file %s after the kubelet said nothing on it", registrar.MinKubeletWait+patience)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	handoverKubeletRegisters(t, n)
+	wantRegistered(t, a)
 }
