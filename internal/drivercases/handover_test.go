@@ -96,3 +96,38 @@ func TestJudgeNewerDriverFailsHandover(t *testing.T) {
 		}
 	}
 }
+
+// linked sets the link target of each sample, in order ("" none).
+func linked(s []socketSample, targets ...string) []socketSample {
+	for i, t := range targets {
+		s[i].link = t
+	}
+	return s
+}
+
+func TestJudgeSocketsWithTheLink(t *testing.T) {
+	t0 := time.Now()
+	rows := []string{"a.sock|n", "a.sock,b.sock|n", "a.sock,b.sock|y", "b.sock|y"}
+	rec := func(targets ...string) *socketRecord {
+		return &socketRecord{old: "a.sock", new: "b.sock", t0: t0, samples: linked(samples(t0, rows...), targets...)}
+	}
+	if p := judgeSockets(rec("a.sock", "a.sock", "b.sock", "b.sock")); len(p) != 0 {
+		t.Errorf("the link follows the new instance: %q", p)
+	}
+	if p := judgeSockets(rec("", "", "", "")); len(p) != 0 {
+		t.Errorf("no link (the rolling-update mode's announcements): %q", p)
+	}
+	for _, c := range []struct {
+		what    string
+		targets []string
+		want    string
+	}{
+		{"removed", []string{"a.sock", "", "", ""}, "the endpoint link csi-endpoint.sock disappeared at +0.3 s: probably the new instance's driver"},
+		{"a shared socket", []string{"a.sock", "csi.sock", "csi.sock", "csi.sock"}, "neither instance's own socket"},
+		{"left at the old", []string{"a.sock", "a.sock", "a.sock", "a.sock"}, "not at the new instance's socket b.sock"},
+	} {
+		if p := judgeSockets(rec(c.targets...)); len(p) != 1 || !strings.Contains(p[0], c.want) {
+			t.Errorf("%s: %q, want one finding containing %q", c.what, p, c.want)
+		}
+	}
+}
