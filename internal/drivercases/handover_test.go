@@ -131,3 +131,20 @@ func TestJudgeSocketsWithTheLink(t *testing.T) {
 		}
 	}
 }
+
+func TestLinkTargetsAndKills(t *testing.T) {
+	t0 := time.Now()
+	s := linked(samples(t0, "a.sock|n", "a.sock,b.sock|n", "a.sock,b.sock|y", "b.sock|y"), "a.sock", "a.sock", "b.sock", "b.sock")
+	if got := linkTargets(s); got != "a.sock -> b.sock" {
+		t.Errorf("linkTargets = %q", got)
+	}
+	if got := linkTargets(samples(t0, "a.sock|n")); got != "" {
+		t.Errorf("no link: %q", got)
+	}
+	if got := killsText(r5LinkSeen{kills: 1}); got != "" {
+		t.Errorf("one kill: %q", got)
+	}
+	if got := killsText(r5LinkSeen{kills: 3, quick: []float64{0.7, 0.4}}); !strings.Contains(got, " 3 times (it ran again before the fallback after the first 2, at +0.7 s, +0.4 s") {
+		t.Errorf("three kills: %q", got)
+	}
+}

@@ -178,8 +178,30 @@ func (s *suite) ownSocket(t *check) {
 	}
 	r := s.sockets
 	t.Logf("%d listings of %s during the rollout; old socket %s, new socket %s", len(r.samples), path.Dir(d.spec.HostSocket), r.old, r.new)
+	if l := linkTargets(r.samples); l != "" {
+		t.Logf("the endpoint link %s (the handover) pointed at: %s", handoverLinkName, l)
+	}
 	for _, p := range judgeSockets(r) {
 		s.socketThief = s.socketThief || strings.Contains(p, "not its own")
 		t.Errorf("%s", p)
 	}
+}
+
+// linkTargets lists the link's targets in the order seen, each once in a
+// row ("" when no sample saw a link).
+func linkTargets(samples []socketSample) string {
+	var l []string
+	for _, smp := range samples {
+		t := smp.link
+		if t == "" {
+			t = "(none)"
+		}
+		if len(l) == 0 || l[len(l)-1] != t {
+			l = append(l, t)
+		}
+	}
+	if len(l) == 1 && l[0] == "(none)" || len(l) == 0 {
+		return ""
+	}
+	return strings.Join(l, " -> ")
 }
