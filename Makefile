@@ -45,26 +45,8 @@ test: ## vet, gofmt, staticcheck, unit + integration tests, csi-sanity, fuzz see
 # K8S_MINORS="1.36 1.37" picks; 1.38: the pre-release v1.38.0-beta.0's code, built with the
 # go1.27.4 toolchain its k8s-1.38.mod names). Its own module, outside `make test`'s race build.
 K8S_MINORS ?= 1.34 1.35 1.36 1.37 1.38
-test-pluginmanager: ## the rolling-update mode against each supported kubelet's plugin manager and CSI handler, in-process (the minors side by side: ~5 min warm)
+test-pluginmanager: ## the handover against each supported kubelet's plugin manager and CSI handler, in-process (the minors side by side: ~5 min warm)
 	GO=$(GO) K8S_MINORS="$(K8S_MINORS)" PM_TAGS="$(PM_TAGS)" PM_RUN="$(PM_RUN)" bash kind/pluginmanager/minors.sh
-
-# The hygiene bounds of the rolling-update mode (issue 36: at most one retired
-# registration per handover in the kubelet's actual state, no path in its desired
-# state only), kind/pluginmanager/hygiene_test.go: part of test-pluginmanager (and
-# so of CI); this target runs only them.
-.PHONY: test-pluginmanager-hygiene
-test-pluginmanager-hygiene: ## only the mode's hygiene bounds against each kubelet's plugin manager (part of test-pluginmanager)
-	@$(MAKE) --no-print-directory test-pluginmanager PM_RUN='TestHandoverHygiene|TestRebootDeadAnnouncement|TestKubeletRestartDeadLeftovers|TestSuccessorDeletedAsItStarts'
-
-# The same tests, and patched_test.go (tag csi_deregister_by_endpoint), against the CSI
-# handler with our patch (K8S_PATCH, kind/localnode/patches/; 1.37 only): the patched copy of
-# k8s.io/kubernetes that kind/localnode/build-patched.sh keeps, through a go.mod beside it.
-.PHONY: test-pluginmanager-patched
-test-pluginmanager-patched: ## the mode against the kubelet's plugin manager and the CSI handler patched with K8S_PATCH (csi-deregister-by-endpoint), in-process
-	src=$$(K8S=1.37 K8S_PATCH=$(or $(K8S_PATCH),csi-deregister-by-endpoint) bash kind/localnode/build-patched.sh --source) && \
-	cp kind/pluginmanager/go.mod $$src.pluginmanager.mod && cp kind/pluginmanager/go.sum $$src.pluginmanager.sum && \
-	$(GO) mod edit -replace k8s.io/kubernetes=$$src $$src.pluginmanager.mod && \
-	cd kind/pluginmanager && CGO_ENABLED=0 $(GO) test -trimpath -modfile=$$src.pluginmanager.mod -tags k8s_1_37,csi_deregister_by_endpoint -count=1 $(if $(PM_RUN),-run '$(PM_RUN)') ./...
 
 bench-pluginmanager: ## what registrations the kubelet keeps cost its plugin manager's reconciler, per round, at 1 to 1000 entries (go.mod's kubelet code)
 	cd kind/pluginmanager && $(GO) test -run '^$$' -bench BenchmarkReconcile -benchtime $(or $(BENCHTIME),3s) -count $(or $(COUNT),3) .

@@ -26,13 +26,9 @@ PKGS=(./registrar ./registrar/csiplugin ./registrar/csiplugin/sockfile ./registr
 #   by the emulator, not the kernel: its CPU-time and RSS fields read 0 (seen:
 #   process_cpu_seconds_total = 0 where getrusage says 0.15 s), so the metric's
 #   comparison with getrusage cannot hold there. Natively, make test runs it.
-#   TestProbeStateRecords, TestProbeStateWriterGone, TestStateFileFollowsRun
-#   (./registrar): the state file records its writer's start time (field 22 of
-#   /proc/<pid>/stat) and the probe compares it with what it reads. qemu-user
-#   answers /proc/<own pid>/stat itself, with the start time of the calling
-#   thread, so two goroutines of one process read different values (seen: "that
-#   pid is another process now" for the test's own pid). Natively, make test runs them.
-SKIP='^(TestProcessMetrics|TestProbeStateRecords|TestProbeStateWriterGone|TestStateFileFollowsRun)$'
+#   The state-file tests that compare a start time skip themselves under the
+#   emulator (platformtest.SkipUnderEmulation says why in the log).
+SKIP='^TestProcessMetrics$'
 # Tests that re-execute their binary (sockfile's TestTwoProcessesNeverTakeEachOthersSocket)
 # do it through $CSI_REGISTRAR_TEST_EXEC, set to the emulator below; no test of
 # PKGS runs `go build` or `go run`.

@@ -17,27 +17,23 @@ func apiServer(kube string) *chartutil.Capabilities {
 	return &c
 }
 
-// TestRollingUpdateAuto: rollingUpdate.enabled=auto (the default) turns the
-// mode on for an API server of 1.34 to 1.37 (with a provider's suffix too),
-// off below and above; true and false decide whatever the version; any
-// other value fails naming it and the three choices.
-func TestRollingUpdateAuto(t *testing.T) {
+// TestRollingUpdateEnabled: rollingUpdate.enabled is an explicit choice:
+// true (the default) turns the rolling update on and false off, whatever
+// the API server's version; auto, the earlier chart's choice by that
+// version, and any other value fail naming the value and the choices.
+func TestRollingUpdateEnabled(t *testing.T) {
 	for _, tc := range []struct {
 		enabled any // nil: the default
 		kube    string
 		want    bool
 	}{
-		{nil, "1.33.9", false},
-		{nil, "1.34.0", true},
-		{nil, "1.35.8", true},
+		{nil, "1.33.9", true},
 		{nil, "1.37.2", true},
-		{nil, "1.37.2-gke.1200", true},
-		{nil, "1.38.0", false},
-		{nil, "1.38.0-alpha.0", false},
-		{"auto", "1.36.4", true},
+		{nil, "1.38.0", true},
 		{true, "1.33.0", true},
 		{"true", "1.38.0", true},
 		{false, "1.37.2", false},
+		{"false", "1.34.0", false},
 	} {
 		set := map[string]any{}
 		if tc.enabled != nil {
@@ -50,11 +46,16 @@ func TestRollingUpdateAuto(t *testing.T) {
 		}
 		got := strings.Contains(strings.Join(docs, "\n"), "--rolling-update=$(POD_UID)")
 		if got != tc.want {
-			t.Errorf("enabled=%v, API server %s: mode %v, want %v", tc.enabled, tc.kube, got, tc.want)
+			t.Errorf("enabled=%v, API server %s: rolling update %v, want %v", tc.enabled, tc.kube, got, tc.want)
 		}
 	}
-	_, err := renderChartOn(map[string]any{"rollingUpdate": map[string]any{"enabled": "yes"}}, "1.37.2")
-	if err == nil || !strings.Contains(err.Error(), `"yes" is not one of auto, true, false`) {
-		t.Errorf("enabled=yes: %v, want an error naming the value and the choices", err)
+	for v, want := range map[string]string{
+		"auto": "auto is no longer a choice",
+		"yes":  `"yes" is not one of true, false`,
+	} {
+		_, err := renderChartOn(map[string]any{"rollingUpdate": map[string]any{"enabled": v}}, "1.37.2")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("enabled=%s: %v, want an error containing %q", v, err, want)
+		}
 	}
 }

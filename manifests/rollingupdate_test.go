@@ -79,12 +79,10 @@ func TestRollingUpdateVariants(t *testing.T) {
 	}
 }
 
-// TestChartRollingUpdate: the chart renders the mode by default, as
+// TestChartRollingUpdate: the chart renders the rolling update by default, as
 // manifests/ does, and with rollingUpdate.enabled=false exactly what
 // overlays/without-rolling-update renders.
 func TestChartRollingUpdate(t *testing.T) {
-	diffObjects(t, "kubectl kustomize overlays/handover", kustomize(t, filepath.Join("overlays", "handover")),
-		"helm template --set rollingUpdate.handover=true", helmTemplate(t, map[string]any{"rollingUpdate": map[string]any{"handover": true}}))
 	off := map[string]any{"rollingUpdate": map[string]any{"enabled": false}}
 	diffObjects(t, "kubectl kustomize overlays/without-rolling-update", kustomize(t, filepath.Join("overlays", "without-rolling-update")),
 		"helm template --set rollingUpdate.enabled=false", helmTemplate(t, off))

@@ -66,9 +66,6 @@ func (l *loop) onDriverAnswer(ctx context.Context, a driverAnswer) error {
 		l.driver.probeAgain = false
 		defer l.ask(ctx, false)
 	}
-	if !a.named && a.err == nil {
-		l.roll.onDriverReady()
-	}
 	switch {
 	case a.named && csiplugin.IsValidationError(a.err):
 		return a.err
@@ -123,9 +120,6 @@ func (l *loop) onNameAgain(a driverAnswer) error {
 		l.log.Info("driver came back under the same name", "outcome", "unchanged")
 		return nil
 	}
-	if err := l.roll.renamed(l.r.driverPath, a.name, l.driver.name); err != nil {
-		return err
-	}
 	l.log.Info("driver came back under another name; registering it instead", "newDriver", a.name, "outcome", "renamed")
 	l.begin(a.name, a.path)
 	return nil
@@ -147,11 +141,6 @@ func (l *loop) begin(name, path string) {
 	l.sock.backoff.reset()
 	l.driver.recheckBackoff.reset()
 	l.alarms.tick.set(reconcilePeriod)
-	if l.r.opts.RollingUpdate != "" && !l.fellBack {
-		l.log = l.r.log.With("driver", name)
-		l.rollBegin()
-		return
-	}
 	l.create(reasonStart)
 }
 
@@ -209,7 +198,6 @@ func (l *loop) driverRestarted(noticedBy string) {
 // driverDown records and logs (once per outage) that the driver stopped answering.
 func (l *loop) driverDown(err error) {
 	l.r.metrics.setReachable(false)
-	l.roll.onDriverDown(err)
 	if !l.driver.up {
 		return
 	}

@@ -2,7 +2,6 @@ package registrar
 
 import (
 	"context"
-	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -17,12 +16,6 @@ func NewFakeClock() *FakeClock { return newFakeClock() }
 
 // UseClock makes the Registrar's control loop run on clk. Call it before Run.
 func (r *Registrar) UseClock(clk *FakeClock) { r.clock = clk }
-
-// UseBootTime makes the Registrar take boot as when the node booted. Call it
-// before Run.
-func (r *Registrar) UseBootTime(boot time.Time) {
-	r.bootTime = func() (time.Time, error) { return boot, nil }
-}
 
 // OnWatcher hands the test the file watcher Run creates, once Run created it,
 // so that a test can lose events (Remove a watch) or report a watcher error
@@ -41,11 +34,7 @@ func (r *Registrar) OnWatcher(f func(*fsnotify.Watcher)) {
 const (
 	ReconcilePeriod     = reconcilePeriod
 	KubeletRetrySilence = kubeletRetrySilence
-	SuccessorWait       = successorWait
 	KubeletSettle       = kubeletSettle
-	NotifyWait          = notifyWait
-	DriverProbePeriod   = driverProbePeriod
-	DriverStableWindow  = driverStableWindow
 )
 
 // WaitStatus waits until cond holds for r's Status, looking at each change
@@ -62,25 +51,6 @@ func (r *Registrar) WaitStatus(ctx context.Context, cond func(Status) bool) (Sta
 			return st, ctx.Err()
 		}
 	}
-}
-
-// WaitInstanceState watches the instance serving the announcement socket at
-// path (its handover stream) until it tells a state for which cond holds.
-func WaitInstanceState(ctx context.Context, path string, cond func(InstanceState) bool) (InstanceState, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var got InstanceState
-	var ok bool
-	_, err := streamStates(ctx, path, func(st InstanceState) {
-		if !ok && cond(st) {
-			got, ok = st, true
-			cancel()
-		}
-	})
-	if ok {
-		return got, nil
-	}
-	return got, err
 }
 
 // ListenFault returns the stage and the metric reason of a listen error.

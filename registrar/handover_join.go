@@ -71,7 +71,8 @@ func (h *handoverLoop) greet(p *handoff.Peer, rejoin bool) error {
 }
 
 // bindPath binds the plain path when it is free or holds a dead socket, and
-// no live announcement of the rolling-update mode holds the driver.
+// no live announcement of the previous release's rolling-update mode holds
+// the driver.
 func (h *handoverLoop) bindPath() {
 	if a := h.liveAnnouncement(); a != "" {
 		if !h.foreign {
@@ -132,14 +133,14 @@ func (h *handoverLoop) hasNewer() bool {
 }
 
 // isAnnouncement reports whether path is an announcement of the driver by
-// the rolling-update mode without the handover.
+// the previous release's rolling-update mode (before the handover).
 func (h *handoverLoop) isAnnouncement(path string) bool {
 	_, _, ok := csiplugin.ParseRollingUpdateSocketName(h.name, filepath.Base(path))
 	return ok && filepath.Dir(path) == filepath.Dir(h.regPath)
 }
 
-// liveAnnouncement returns an announcement of the driver by the rolling-update
-// mode without the handover that a process still serves ("" if none). The
+// liveAnnouncement returns an announcement of the driver by the previous
+// release's rolling-update mode that a process still serves ("" if none). The
 // kubelet holds such a registration at a version (1.<ms>.0) that the plain
 // path's cannot exceed, and its CSI handler refuses an equal or lower one
 // while it is registered: so the plain path is bound only once the mode's

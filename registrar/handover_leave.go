@@ -19,15 +19,18 @@ import (
 func (h *handoverLoop) leave() error {
 	h.r.status.update(func(st *Status) { st.Detail = "leaving" })
 	h.leaving = true
-	h.sendAll(handoff.Message{Driver: h.own, Leaving: true}, nil)
-	h.awaitAnswers()
+	successorBy := time.Now().Add(lastLeaverWait)
+	h.askPeers()
+	if len(h.staying()) == 0 && h.rv == nil {
+		h.awaitHolder(successorBy.Add(holderGrace))
+	}
 	if len(h.staying()) == 0 {
-		if h.rv == nil && len(h.peers) > 0 {
+		if h.rv == nil {
 			h.log.Info("every instance of the driver on this node is stopping: the newest removes what remains")
 			h.closeAll()
 			return nil
 		}
-		h.awaitSuccessor()
+		h.awaitSuccessor(successorBy)
 	}
 	err := h.lock.Do(func() error {
 		if staying := h.staying(); len(staying) > 0 {
@@ -54,6 +57,45 @@ func (h *handoverLoop) leave() error {
 	})
 	h.closeAll()
 	return err
+}
+
+// askPeers tells every peer that this instance leaves and waits for their
+// answers.
+func (h *handoverLoop) askPeers() {
+	h.sendAll(handoff.Message{Driver: h.own, Leaving: true}, nil)
+	h.awaitAnswers()
+}
+
+// awaitHolder runs when this instance leaves without the rendezvous and no
+// peer stays. The holder, a leaving peer, removes what remains after its wait
+// for a successor; but it may have gone already, counting on this instance,
+// which answered that it stays before it was told to stop itself (an
+// uninstall stops every pod at once). So it waits, until deadline, for the
+// leaving peers to go: when the newest goes, this instance takes the
+// rendezvous (onPeer), and with it the clean-up. With no peer left and the
+// rendezvous still not its own, it takes it here, or joins (and asks) the
+// instance that holds it now.
+func (h *handoverLoop) awaitHolder(deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for h.rv == nil && len(h.staying()) == 0 && len(h.peers) > 0 {
+		select {
+		case ev := <-h.peerEvents:
+			h.onPeer(ev)
+		case <-h.signalC():
+			h.onKubelet()
+		case reply := <-h.r.ping:
+			close(reply)
+		case <-t.C:
+			return
+		}
+	}
+	if h.rv == nil && len(h.peers) == 0 {
+		h.lock.Do(h.rejoin)
+		if len(h.peers) > 0 {
+			h.askPeers()
+		}
+	}
 }
 
 // staying lists the peers that answered that they keep running.
@@ -95,13 +137,15 @@ func (h *handoverLoop) allAnswered() bool {
 	return true
 }
 
-// awaitSuccessor waits, at most lastLeaverWait, for an instance to dial the
-// rendezvous (it gets the socket as it joins).
-func (h *handoverLoop) awaitSuccessor() {
+// awaitSuccessor waits, until deadline (lastLeaverWait after the leave
+// began, so that taking the rendezvous over from a peer that left first adds
+// no second wait), for an instance to dial the rendezvous (it gets the socket
+// as it joins).
+func (h *handoverLoop) awaitSuccessor(deadline time.Time) {
 	if h.rv == nil {
 		return
 	}
-	t := time.NewTimer(lastLeaverWait)
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for len(h.staying()) == 0 {
 		select {

@@ -51,6 +51,10 @@ const (
 	// and replaced, a DaemonSet rolling with maxUnavailable). Within the
 	// manifests' grace period of 10 s.
 	lastLeaverWait = 5 * time.Second
+	// holderGrace is how much longer than lastLeaverWait a leaver without the
+	// rendezvous waits for the leaving peer that holds it to finish: the
+	// holder's own wait, its clean-up and its exit (awaitHolder).
+	holderGrace = 2 * time.Second
 	// overlapTick is how often, while two instances run (a rollout), each
 	// checks its own driver and the driver the link points at: it bounds
 	// how long the kubelet's calls go to a driver that stopped answering.
@@ -124,7 +128,7 @@ type handoverLoop struct {
 	retryBackoff *backoff
 }
 
-// runHandover is Run with Options.Handover: it returns nil when ctx ends
+// runHandover is Run with Options.RollingUpdate: it returns nil when ctx ends
 // and this instance has left.
 func (r *Registrar) runHandover(ctx context.Context, drv *driverClient, watcher *fsnotify.Watcher) error {
 	dir := filepath.Dir(r.driverPath)
@@ -205,7 +209,7 @@ func (h *handoverLoop) waitForDriver(ctx context.Context) error {
 func (h *handoverLoop) serve(reg *handoff.Socket) {
 	h.stopServing()
 	h.reg, h.yielded = reg, false
-	h.server = newRegistrationServer(h.name, h.endpoint, plainVersion, serverHooks{})
+	h.server = newRegistrationServer(h.name, h.endpoint, serverHooks{})
 	g := grpcserve.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
 	registerapi.RegisterRegistrationServer(g, h.server)
 	h.serving = grpcserve.Serve(g, reg)

@@ -62,7 +62,7 @@ func startPod(t *testing.T, n handoverNode, name string) *pod {
 	p := &pod{name: name, driver: start(t, d.Run)}
 	r, err := registrar.New(registrar.Options{
 		CSIAddress: sock, KubeletRegistrationPath: sock, PluginRegistrationPath: n.regDir,
-		RollingUpdate: podUID(name), Handover: true, Logger: testLogger(t, nil).With("pod", name),
+		RollingUpdate: podUID(name), Logger: testLogger(t, nil).With("pod", name),
 	})
 	if err != nil {
 		t.Fatal(err)

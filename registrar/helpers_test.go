@@ -321,3 +321,19 @@ func registerNow(t *testing.T, r *registrar.Registrar, sock string) {
 	}
 	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
 }
+
+// awaitStatus waits until r's Status satisfies cond, or fails the test.
+func awaitStatus(t *testing.T, r *registrar.Registrar, what string, cond func(registrar.Status) bool) registrar.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	st, err := r.WaitStatus(ctx, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (status: %s)", what, err, st)
+	}
+	return st
+}
+
+func stageIs(stage registrar.Stage) func(registrar.Status) bool {
+	return func(st registrar.Status) bool { return st.Stage == stage }
+}

@@ -26,9 +26,8 @@ import (
 // registration server's signal. A reconcile tick (reconcile.go) looks again
 // at what an event would have told, so that a lost event costs at most one
 // period. The transitions are the table in transitions_test.go, which the tests
-// run and docs/design.md shows. The rolling-update mode plugs in at one seam
-// (modeseam.go); its decisions are one pure function (rollmodel.go), tabled
-// in rollmodel_test.go, and its exit is a stage of this loop.
+// run and docs/design.md shows. With Options.RollingUpdate the handover
+// (handover_loop.go) runs instead of this loop.
 const (
 	// reconcilePeriod is how often the loop looks at its socket and the
 	// driver without an event. It bounds how long a lost file event (an
@@ -78,7 +77,7 @@ const (
 	reasonKubeletSilent = "kubelet-silent" // no GetInfo on a new socket, or a retrying kubelet gone quiet
 	reasonNoNotify      = "no-notify"      // GetInfo answered, no NotifyRegistrationStatus within KubeletWait
 	reasonUnresponsive  = "unresponsive"   // our socket did not answer GetInfo at a reconcile
-	reasonOtherRemoved  = "other-removed"  // without the mode: a socket of the mode for this driver was unlinked by name
+	reasonOtherRemoved  = "other-removed"  // an announcement of the previous release's mode for this driver was unlinked by name
 )
 
 // awaiting is the kubelet's next step, whose absence the kubelet alarm catches.
@@ -119,12 +118,6 @@ type loop struct {
 	driver driverState
 	sock   socketState
 	alarms alarms
-	// roll is the rolling-update mode's state (rolling.go); nil without the
-	// mode, and until the driver first answered.
-	roll *rolling
-	// fellBack: the kubelet cannot take the mode's version; this loop runs
-	// without the mode from then on (fallback.go).
-	fellBack bool
 }
 
 // driverState is what the loop knows of the driver. name is "" until it
@@ -137,8 +130,8 @@ type driverState struct {
 	waitStart time.Time        // when the wait for the driver began (for logs and the timeout's error)
 	asking    bool             // a call to the driver is under way
 	askAgain  bool             // ask the name again when it returns
-	// probeAgain: ask Probe when it returns (the rolling-update mode's
-	// Probes, rolldriver.go, must not be lost to a call under way).
+	// probeAgain: ask Probe when it returns (a Probe asked for while a call
+	// is under way is not lost).
 	probeAgain bool
 	// reconnectNow: the driver socket is a new one; the next call first
 	// resets the client's reconnect backoff (in the calling goroutine: gRPC's
@@ -153,7 +146,7 @@ type driverState struct {
 
 // socketState is the registration socket and the kubelet's progress on it.
 type socketState struct {
-	path     string                          // <dir>/<name>-reg.sock (the mode: the latest announcement's)
+	path     string                          // <dir>/<name>-reg.sock
 	cur      *servingSocket                  // nil while the path cannot be served
 	getInfos int                             // GetInfo calls on cur already handled
 	handled  *registerapi.RegistrationStatus // last Notify on cur acted on
@@ -212,90 +205,54 @@ func (l *loop) run(ctx context.Context) error {
 	if err := l.lookAtDriver(ctx); err != nil {
 		return err
 	}
-	// In the rolling-update mode the end of ctx, or an error, enters the
-	// mode's leaving stage: the same loop keeps serving the kubelet's calls,
-	// the peers and the registration directory until the instance left;
-	// the driver, its socket and the session's alarms no longer count.
-	done := ctx.Done()
 	files, watchErrs := l.watcher.Events, l.watcher.Errors
-	var exitErr error
 	for {
 		var signal <-chan struct{}
 		if l.sock.cur != nil {
 			signal = l.sock.cur.server.signal
 		}
-		answers, retryAt, kubelet, recheck, tick, progress, deadline := l.answers, l.alarms.retryAt.c(), l.alarms.kubelet.c(),
-			l.alarms.recheck.c(), l.alarms.tick.c(), l.alarms.progress.c(), l.alarms.deadline.c()
-		leaving := l.roll.inLeavingStage()
-		if leaving {
-			answers, retryAt, kubelet, recheck, tick, progress, deadline = nil, nil, nil, nil, nil, nil, nil
-		}
 		var err error
 		select {
-		case <-done:
-			done = nil
-			if !l.roll.leave() {
-				return nil
-			}
+		case <-ctx.Done():
+			return nil
 		case reply := <-l.r.ping:
 			close(reply)
 		case req := <-l.r.reregister:
 			l.onReregister(req)
-		case a := <-answers:
+		case a := <-l.answers:
 			err = l.onDriverAnswer(ctx, a)
 		case <-signal:
 			l.onRegistrationSignal()
-		case <-retryAt:
+		case <-l.alarms.retryAt.c():
 			l.alarms.retryAt.stop()
 			l.onRetryDue()
-		case <-kubelet:
+		case <-l.alarms.kubelet.c():
 			l.alarms.kubelet.stop()
 			l.onKubeletSilent()
-		case <-recheck:
+		case <-l.alarms.recheck.c():
 			l.alarms.recheck.stop()
 			err = l.lookAtDriver(ctx)
-		case ev := <-l.roll.peerEvents():
-			l.roll.onPeer(ev)
-		case <-l.roll.settleC():
-			l.roll.onSettled()
-		case <-l.roll.discoverC():
-			l.roll.onDiscovered()
-		case <-l.roll.leaveC():
-			l.roll.onSuccessorWaitOver()
-		case <-l.roll.probeC():
-			l.roll.onProbeDue(ctx)
-		case <-l.roll.stableC():
-			l.roll.onDriverStable()
-		case <-tick:
+		case <-l.alarms.tick.c():
 			l.alarms.tick.set(reconcilePeriod)
 			l.reconcile(ctx, "tick", false)
-		case <-progress:
+		case <-l.alarms.progress.c():
 			l.onStillWaiting()
-		case <-deadline:
+		case <-l.alarms.deadline.c():
 			err = l.onConnectionTimeout()
 		case werr, ok := <-watchErrs:
-			switch {
-			case !ok && leaving:
-				watchErrs = nil
-			case !ok:
+			if !ok {
 				err = errors.New("file watcher closed")
-			case !leaving:
+			} else {
 				err = l.onWatcherError(ctx, werr)
 			}
 		case ev, ok := <-files:
 			if !ok {
-				if leaving {
-					files = nil
-					continue
-				}
 				err = errors.New("file watcher closed")
 				break
 			}
 			switch name := filepath.Clean(ev.Name); {
 			case name == l.r.driverPath:
-				if !leaving {
-					err = l.onDriverSocketEvent(ctx, ev)
-				}
+				err = l.onDriverSocketEvent(ctx, ev)
 			case name == l.sock.path:
 				l.onRegistrationSocketEvent(ev)
 			case filepath.Dir(name) == filepath.Dir(l.sock.path):
@@ -303,13 +260,7 @@ func (l *loop) run(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			if exitErr != nil || !l.roll.leave() {
-				return err
-			}
-			exitErr, done = err, nil
-		}
-		if l.roll.done() {
-			return exitErr
+			return err
 		}
 	}
 }
@@ -323,9 +274,6 @@ func (l *loop) publish(stage Stage, detail string) {
 			st.Since = now
 		}
 		st.Stage, st.Detail = stage, detail
-		if stage != StageStandingBy {
-			st.Fallback = false
-		}
 	})
 	l.stage = stage
 }
@@ -362,7 +310,7 @@ func (l *loop) shutdown() {
 	l.stopSessionAlarms()
 	l.alarms.progress.stop()
 	l.alarms.deadline.stop()
-	if !l.roll.end() && l.sock.cur != nil {
+	if l.sock.cur != nil {
 		l.closeSocket("exit")
 	}
 	if l.driver.asking {

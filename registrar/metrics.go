@@ -32,8 +32,6 @@ type metrics struct {
 	driverReachable bool
 	version         string // the build_info label; set once by newMetrics
 	kubeletRetry    KubeletRetry
-	rollingUpdate   bool              // the mode is on: its decisions are listed
-	decisions       map[string]uint64 // rolling-update decisions, by decision
 	proc            processStatsCache // for /metrics only
 }
 
@@ -56,7 +54,6 @@ const (
 	metricDriverReachable   = "csi_registrar_driver_reachable"
 	metricBuildInfo         = "csi_registrar_build_info"
 	metricKubeletRetry      = "csi_registrar_kubelet_retry"
-	metricRollingDecisions  = "csi_registrar_rolling_update_decisions_total"
 
 	metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 )
@@ -64,7 +61,7 @@ const (
 // newMetrics returns the metrics of a registrar of the given version (see
 // buildVersion for an empty one).
 func newMetrics(version string) *metrics {
-	m := &metrics{socketCreations: map[string]uint64{}, decisions: map[string]uint64{}, version: buildVersion(version)}
+	m := &metrics{socketCreations: map[string]uint64{}, version: buildVersion(version)}
 	for _, r := range socketCreationReasons {
 		m.socketCreations[labelValue(r)] = 0
 	}
@@ -80,22 +77,6 @@ func (m *metrics) setReachable(ok bool) {
 func (m *metrics) setKubeletRetry(k KubeletRetry) {
 	m.mu.Lock()
 	m.kubeletRetry = k
-	m.mu.Unlock()
-}
-
-// enableRollingUpdate lists the rolling-update decisions, each at 0.
-func (m *metrics) enableRollingUpdate() {
-	m.mu.Lock()
-	m.rollingUpdate = true
-	for _, d := range rollingDecisions {
-		m.decisions[d] = 0
-	}
-	m.mu.Unlock()
-}
-
-func (m *metrics) addDecision(d string) {
-	m.mu.Lock()
-	m.decisions[d]++
 	m.mu.Unlock()
 }
 
@@ -167,7 +148,6 @@ func (m *metrics) text(stage Stage) string {
 	m.mu.Lock()
 	getInfo, reachable, registered, rejected, retry := m.getInfo, m.driverReachable, m.registered, m.rejected, m.kubeletRetry
 	creations := labelled(m.socketCreations)
-	rolling, decisions := m.rollingUpdate, labelled(m.decisions)
 	m.mu.Unlock()
 
 	var b strings.Builder
@@ -193,13 +173,6 @@ func (m *metrics) text(stage Stage) string {
 		"(unknown; never: kubelet < 1.36, the socket is re-created; itself: kubelet >= 1.36, the socket is kept), 0 for the others.")
 	for _, k := range allKubeletRetries {
 		sample(&b, metricKubeletRetry, "mode", k.String(), boolValue(k == retry))
-	}
-	if rolling {
-		family(&b, metricRollingDecisions, "counter", "Decisions of the rolling-update mode ("+strings.Join(rollingDecisions, ", ")+
-			"); each is also one log line with its evidence.")
-		for _, l := range decisions {
-			sample(&b, metricRollingDecisions, "decision", l.value, l.n)
-		}
 	}
 	return b.String()
 }

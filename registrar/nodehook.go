@@ -19,19 +19,13 @@ func (r *Registrar) WatchStatus() (Status, <-chan struct{}) { return r.status.wa
 // hold a confirmed registration to repeat.
 var ErrNotRegistered = errors.New("the registrar holds no registration the kubelet confirmed")
 
-// ErrReregisterUnsupported is returned by Reregister in the rolling-update
-// mode without the handover, whose sockets are announcements with versions:
-// a new one is a handover, not a repetition. With the handover, Reregister
-// re-announces the one registration socket (a new identity at the same
-// path), as a changed NodeGetInfo does.
-var ErrReregisterUnsupported = errors.New("registering again on request is not supported in the rolling-update mode")
-
 // Reregister asks the control loop to serve a new registration socket at
 // the same path, so that the kubelet's plugin watcher registers the driver
 // again and its CSI handler writes the CSINode entry and the Node
 // annotation again. why is logged. It returns when the loop took the
-// request: nil when a new socket is being served, else ErrNotRegistered or
-// ErrReregisterUnsupported, or the error of a registrar that is not running.
+// request: nil when a new socket is being served, else ErrNotRegistered, or
+// the error of a registrar that is not running. With RollingUpdate (the
+// handover) the new socket replaces the one registration socket at its path.
 // The request is counted in csi_registrar_socket_creations_total with
 // reason "csinode-lost".
 func (r *Registrar) Reregister(why string) error {
@@ -64,8 +58,6 @@ func (h *handoverLoop) onReregister(req reregisterRequest) {
 // onReregister is the control loop's handler of Reregister.
 func (l *loop) onReregister(req reregisterRequest) {
 	switch {
-	case l.roll != nil:
-		req.reply <- ErrReregisterUnsupported
 	case l.stage != StageRegistered || l.sock.cur == nil:
 		req.reply <- ErrNotRegistered
 	default:

@@ -49,18 +49,3 @@ func TestReregister(t *testing.T) {
 	}
 	registerNow(t, c.r, c.sock)
 }
-
-// TestReregisterUnsupportedInRollingUpdateMode: the mode's sockets are
-// announcements; a request is refused, not turned into a handover.
-func TestReregisterUnsupportedInRollingUpdateMode(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.RollingUpdate = "0b6e2a7c-1d8f-4e3a-9c5b-7f2d1e0a9b8c" })
-	eventually(t, "the mode's stage", func() bool {
-		st := r.Status().Stage
-		return st == registrar.StageWaitingForKubelet || st == registrar.StageRegistered
-	})
-	if err := r.Reregister("test"); !errors.Is(err, registrar.ErrReregisterUnsupported) {
-		t.Errorf("Reregister in the rolling-update mode: %v, want ErrReregisterUnsupported", err)
-	}
-}

@@ -44,22 +44,16 @@ type Options struct {
 	// them and closes their connections. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// RollingUpdate, the UID of this instance's pod (from the downward API),
-	// turns on the rolling-update mode: two instances of the driver on one
-	// node (a DaemonSet rolling with maxSurge) hand the registration over
-	// without the kubelet ever unregistering the driver. Each instance
-	// announces on sockets of its own with a higher version, and leaves
-	// without a Remove of a registered socket once a newer instance is
-	// confirmed. KubeletRegistrationPath must then be this pod's own CSI
-	// endpoint. docs/operating.md, "Rolling updates", says how to opt in.
+	// turns on the handover (docs/design.md, "The handover"): two instances
+	// of the driver on one node (a DaemonSet rolling with maxSurge) share one
+	// registration socket at the plain path, whose listening descriptor
+	// passes from pod to pod, and the endpoint csi-endpoint.sock, a link in
+	// the directory of the driver's socket swapped to the newest instance
+	// whose driver answers. The kubelet sees no file event during a rollout.
+	// CSIAddress and KubeletRegistrationPath must name the same socket (same
+	// base name), this pod's own. docs/operating.md, "Rolling updates", says
+	// how to opt in.
 	RollingUpdate string
-	// Handover, with RollingUpdate, replaces the mode's announcements with
-	// the handover (docs/design.md, "The handover"): one registration socket
-	// at the plain path, whose listening descriptor passes from pod to pod,
-	// and the endpoint csi-endpoint.sock, a link in the directory of the
-	// driver's socket swapped to the newest instance whose driver answers.
-	// The kubelet sees no file event during a rollout. CSIAddress and
-	// KubeletRegistrationPath must name the same socket (same base name).
-	Handover bool
 	// ReadyCheck, if set, is asked by /readyz once the registration is
 	// confirmed and the driver answers: an error makes it answer 503 with
 	// the error's text (registrar/nodestatus reports a CSINode loss it could
@@ -126,7 +120,6 @@ const (
 	OptionHTTPEndpoint            = Option("HTTPEndpoint")
 	OptionShutdownTimeout         = Option("ShutdownTimeout")
 	OptionRollingUpdate           = Option("RollingUpdate")
-	OptionHandover                = Option("Handover")
 )
 
 // config is Options validated once, with defaults applied and what follows
@@ -204,8 +197,6 @@ func (o Options) validate() (config, error) {
 		if err := csiplugin.ValidatePodUID(o.RollingUpdate); err != nil {
 			return config{}, ruleOf(OptionRollingUpdate, err)
 		}
-	}
-	if o.Handover {
 		if err := checkHandover(o, path); err != nil {
 			return config{}, err
 		}
@@ -216,31 +207,22 @@ func (o Options) validate() (config, error) {
 		if regPath, err = csiplugin.RegistrationSocketPath(o.PluginRegistrationPath, o.DriverName); err != nil {
 			return config{}, err
 		}
-		if o.RollingUpdate != "" && !o.Handover {
-			if err := checkAnnouncementPath(o.PluginRegistrationPath, o.DriverName); err != nil {
-				return config{}, err
-			}
-		}
 	}
 	return config{Options: o, driverPath: filepath.Clean(path), regPath: regPath}, nil
 }
 
-// checkHandover checks what the handover needs of the paths: the rolling
-// update mode's pod UID, and a driver socket whose name is the same in this
-// container (CSIAddress) and on the host (KubeletRegistrationPath), since the
-// endpoint link beside it names it relative to both.
+// checkHandover checks what the handover needs of the paths: a driver
+// socket whose name is the same in this container (CSIAddress) and on the
+// host (KubeletRegistrationPath), since the endpoint link beside it names
+// it relative to both.
 func checkHandover(o Options, driverPath string) error {
-	if o.RollingUpdate == "" {
-		return invalid(OptionHandover, "true", "needs the rolling-update mode",
-			"add --rolling-update=$(POD_UID) (env POD_UID from the downward API's metadata.uid)")
-	}
 	own, host := filepath.Base(driverPath), filepath.Base(o.KubeletRegistrationPath)
 	switch {
 	case own != host:
-		return invalid(OptionHandover, "true", fmt.Sprintf("needs the driver's socket to have one name in this container and on the host, but CSIAddress is %s and KubeletRegistrationPath is %s", own, host),
+		return invalid(OptionRollingUpdate, o.RollingUpdate, fmt.Sprintf("needs the driver's socket to have one name in this container and on the host, but CSIAddress is %s and KubeletRegistrationPath is %s", own, host),
 			"mount the driver's socket directory so that both name the same file, e.g. --csi-address=/csi/$(POD_UID).sock and --kubelet-registration-path=/var/lib/kubelet/plugins/<driver>/$(POD_UID).sock")
 	case own == handoverLink || own == handoverRendezvous || own == handoverLock:
-		return invalid(OptionHandover, "true", fmt.Sprintf("needs a driver socket not named %s, which the handover keeps in its directory", own),
+		return invalid(OptionRollingUpdate, o.RollingUpdate, fmt.Sprintf("needs a driver socket not named %s, which the handover keeps in its directory", own),
 			"name the driver's socket after the pod, e.g. /csi/$(POD_UID).sock")
 	}
 	return nil

@@ -29,7 +29,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	"github.com/fsnotify/fsnotify"
@@ -55,7 +54,6 @@ type Registrar struct {
 	// package sets them (export_test.go) before Run.
 	clock      clock
 	newWatcher func() (*fsnotify.Watcher, error)
-	bootTime   func() (time.Time, error) // when the node booted
 }
 
 // New checks opts and returns a Registrar. Its errors mean a value breaks
@@ -78,7 +76,6 @@ func New(opts Options) (*Registrar, error) {
 		clock:      realClock{},
 		httpLimits: defaultHTTPLimits,
 		newWatcher: fsnotify.NewWatcher,
-		bootTime:   readBootTime,
 		reregister: make(chan reregisterRequest),
 	}, nil
 }
@@ -146,7 +143,7 @@ func (r *Registrar) Run(ctx context.Context) (err error) {
 		return &OptionError{Option: OptionCSIAddress, Value: r.driverPath, Op: "watch the directory of", Path: filepath.Dir(r.driverPath),
 			Err: err, Fix: "check the volume mount of that directory"}
 	}
-	if r.opts.Handover {
+	if r.opts.RollingUpdate != "" {
 		return r.runHandover(ctx, drv, watcher)
 	}
 	return r.newLoop(drv, watcher).run(ctx)
@@ -167,9 +164,6 @@ func (r *Registrar) identify(ctx context.Context, drv *driverClient) (name, path
 		return "", "", err
 	}
 	path, err = csiplugin.RegistrationSocketPath(r.opts.PluginRegistrationPath, name)
-	if err == nil && r.opts.RollingUpdate != "" && !r.opts.Handover {
-		err = checkAnnouncementPath(r.opts.PluginRegistrationPath, name)
-	}
 	if err != nil {
 		return "", "", fmt.Errorf("the driver at %s reported a name the kubelet cannot register: %w", r.driverPath, err)
 	}

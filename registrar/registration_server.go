@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -17,8 +15,8 @@ import (
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 )
 
-// plainVersion is the CSI version announced without the rolling-update
-// mode, as node-driver-registrar announces it.
+// plainVersion is the CSI version announced, as node-driver-registrar
+// announces it.
 const plainVersion = "1.0.0"
 
 // registrationServer serves pluginregistration.v1 on one registration socket.
@@ -29,7 +27,6 @@ type registrationServer struct {
 
 	driverName string
 	endpoint   string
-	version    string // announced in SupportedVersions
 	hooks      serverHooks
 
 	mu       sync.Mutex
@@ -38,10 +35,6 @@ type registrationServer struct {
 	// answered is getInfos at the last Notify: a GetInfo after it is a
 	// registration the kubelet has not finished.
 	answered int
-	// refusing: the socket was found unasked and withdrawn: a GetInfo on a
-	// connection accepted before is refused, so the kubelet cannot add the
-	// socket to its actual state after the check.
-	refusing bool
 
 	signal chan struct{} // capacity 1: "something was recorded"
 }
@@ -52,8 +45,8 @@ type serverHooks struct {
 	onNotify  func(*registerapi.RegistrationStatus)
 }
 
-func newRegistrationServer(driverName, endpoint, version string, hooks serverHooks) *registrationServer {
-	return &registrationServer{driverName: driverName, endpoint: endpoint, version: version, hooks: hooks, signal: make(chan struct{}, 1)}
+func newRegistrationServer(driverName, endpoint string, hooks serverHooks) *registrationServer {
+	return &registrationServer{driverName: driverName, endpoint: endpoint, hooks: hooks, signal: make(chan struct{}, 1)}
 }
 
 // fromKubelet reports whether a call may be the kubelet's, i.e. does not carry
@@ -71,14 +64,9 @@ func fromKubelet(ctx context.Context) bool {
 // GetInfo is called by the kubelet's plugin watcher (with a 1 s deadline).
 func (s *registrationServer) GetInfo(ctx context.Context, _ *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
 	if !fromKubelet(ctx) { // doctor, or our own reconcile: answered, not counted, not signalled
-
 		return s.info(), nil
 	}
 	s.mu.Lock()
-	if s.refusing {
-		s.mu.Unlock()
-		return nil, status.Error(codes.Unavailable, "this announcement was withdrawn: the kubelet never asked it")
-	}
 	s.getInfos++
 	s.mu.Unlock()
 	if s.hooks.onGetInfo != nil {
@@ -93,7 +81,7 @@ func (s *registrationServer) info() *registerapi.PluginInfo {
 		Type:              registerapi.CSIPlugin,
 		Name:              s.driverName,
 		Endpoint:          s.endpoint,
-		SupportedVersions: []string{s.version},
+		SupportedVersions: []string{plainVersion},
 	}
 }
 
@@ -118,17 +106,6 @@ func (s *registrationServer) notify() {
 	}
 }
 
-// refuseIfUnasked reports whether the kubelet never called GetInfo; if so,
-// every later GetInfo is refused (atomically with the check).
-func (s *registrationServer) refuseIfUnasked() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.getInfos == 0 {
-		s.refusing = true
-	}
-	return s.refusing
-}
-
 // registering reports whether the kubelet called GetInfo and has not sent
 // its NotifyRegistrationStatus since: a registration in progress.
 func (s *registrationServer) registering() bool {
@@ -146,29 +123,22 @@ func (s *registrationServer) snapshot() (getInfos int, last *registerapi.Registr
 
 // servingSocket is a registration socket with its gRPC server running.
 type servingSocket struct {
-	sock     *sockfile.Socket
-	server   *registrationServer
-	serving  *grpcserve.Serving
-	grace    time.Duration   // Options.ShutdownTimeout
-	clk      clock           // the loop's: bounds the wait for a Notify at retire
-	handover *socketHandover // rolling-update mode only
+	sock    *sockfile.Socket
+	server  *registrationServer
+	serving *grpcserve.Serving
+	grace   time.Duration // Options.ShutdownTimeout
 }
 
-// serveRegistration serves srv (and, in the rolling-update mode, the
-// handover service ho, else nil) on sock until stop. grace bounds how long
-// stop lets running calls finish; clk is the loop's clock.
-func serveRegistration(sock *sockfile.Socket, srv *registrationServer, ho *handoverServer, grace time.Duration, clk clock) *servingSocket {
+// serveRegistration serves srv on sock until stop. grace bounds how long
+// stop lets running calls finish.
+func serveRegistration(sock *sockfile.Socket, srv *registrationServer, grace time.Duration) *servingSocket {
 	// The messages are a few hundred bytes: small per-connection buffers (gRPC
 	// shares write buffers between connections by default) keep a flood of
 	// kubelet-like clients from costing 64 KiB of buffers per connection.
 	// grpcserve bounds the handshake: a client that sends nothing is dropped.
 	g := grpcserve.NewServer(grpc.ReadBufferSize(4096), grpc.WriteBufferSize(4096))
 	registerapi.RegisterRegistrationServer(g, srv)
-	ss := &servingSocket{sock: sock, server: srv, grace: grace, clk: clk}
-	if ho != nil {
-		ss.handover = &socketHandover{h: ho, closing: make(chan struct{})}
-		g.RegisterService(&handoverDesc, ss.handover)
-	}
+	ss := &servingSocket{sock: sock, server: srv, grace: grace}
 	ss.serving = grpcserve.Serve(g, sock.Listener())
 	return ss
 }
@@ -179,67 +149,7 @@ func serveRegistration(sock *sockfile.Socket, srv *registrationServer, ho *hando
 // their connections closed. It never waits on a client for longer than grace,
 // and reports whether the file was removed.
 func (ss *servingSocket) stop() bool {
-	ss.endWatches()
 	removed := ss.sock.Close()
 	ss.serving.Stop(ss.grace)
 	return removed
-}
-
-// retire is stop without an unlink of the socket's name (sockfile's
-// Retire): the kubelet does not unregister the driver. A registration the
-// kubelet has under way on the socket is let finish first (at most
-// notifyWait): a kubelet from 1.36 whose NotifyRegistrationStatus cannot be
-// delivered unregisters the driver, whoever registered it last.
-func (ss *servingSocket) retire() bool {
-	ss.awaitNotify(notifyWait)
-	ss.endWatches()
-	retired := ss.sock.Retire()
-	ss.serving.Stop(ss.grace)
-	return retired
-}
-
-// unasked reports whether the kubelet never called GetInfo on the socket;
-// if so, the socket no longer accepts connections and refuses GetInfo on
-// those it accepted before, so that no registration can start on it any
-// more. The kubelet's plugin manager adds a socket to its actual state only
-// after it answered GetInfo, and unregisters only what is in its actual
-// state: an unasked socket can be unlinked by name.
-func (ss *servingSocket) unasked() bool {
-	if !ss.server.refuseIfUnasked() {
-		return false
-	}
-	ss.sock.Listener().Close()
-	return true
-}
-
-// notifyWait bounds how long a socket is kept for a registration the kubelet
-// has under way: its NodeGetInfo on the driver, then its
-// NotifyRegistrationStatus; milliseconds on a healthy node. It stays well
-// within a pod's termination grace period, with the successor's wait.
-const notifyWait = 3 * time.Second
-
-// awaitNotify waits, at most max, until no registration is under way on the
-// socket. Only for a socket the loop no longer reads the signal of.
-func (ss *servingSocket) awaitNotify(max time.Duration) {
-	if !ss.server.registering() {
-		return
-	}
-	t := ss.clk.NewTimer(max)
-	defer t.Stop()
-	for ss.server.registering() {
-		select {
-		case <-ss.server.signal:
-		case <-t.C():
-			return
-		}
-	}
-}
-
-// endWatches ends the handover streams of this socket, which never end by
-// themselves.
-func (ss *servingSocket) endWatches() {
-	if ss.handover != nil {
-		close(ss.handover.closing)
-		ss.handover = nil
-	}
 }

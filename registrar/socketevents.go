@@ -40,23 +40,11 @@ func (l *loop) await(a awaiting, d time.Duration) {
 func (l *loop) create(reason string) {
 	l.alarms.retryAt.stop()
 	l.await(awaitNothing, 0)
-	version, ho, mode := l.roll.announcement()
-	if !mode {
-		version = plainVersion
-		if l.sock.cur != nil {
-			l.closeSocket(reason)
-		}
+	if l.sock.cur != nil {
+		l.closeSocket(reason)
 	}
 	sock, err := sockfile.Listen(l.sock.path)
-	if err != nil && l.roll != nil && l.roll.atPlain {
-		// The plain path was taken as this instance listened: never touched.
-		l.roll.withdrawSuperseded()
-		l.roll.plainTaken = true
-		l.log.Info("the driver's plain socket path was taken before this instance listened there; left alone", "err", err)
-		return
-	}
 	if err != nil {
-		l.roll.withdrawSuperseded()
 		kind, stage := listenFault(err)
 		d := l.scheduleRetry(string(kind))
 		l.log.Error("registration socket not created", "outcome", string(kind), "err", err, "retryIn", d)
@@ -67,8 +55,7 @@ func (l *loop) create(reason string) {
 		onGetInfo: func() { l.r.metrics.addGetInfo(); l.log.Debug("GetInfo from the kubelet") },
 		onNotify:  func(st *registerapi.RegistrationStatus) { l.r.metrics.addNotification(st.PluginRegistered) },
 	}
-	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, version, hooks), ho, l.r.opts.ShutdownTimeout, l.r.clock)
-	l.roll.withdrawSuperseded()
+	l.sock.cur = serveRegistration(sock, newRegistrationServer(l.driver.name, l.r.opts.KubeletRegistrationPath, hooks), l.r.opts.ShutdownTimeout)
 	// The directory may be a new one (it went missing): watch it again. For
 	// the same directory this only refreshes the watch.
 	if err := l.watcher.Add(filepath.Dir(l.sock.path)); err != nil {
@@ -77,11 +64,7 @@ func (l *loop) create(reason string) {
 	l.sock.getInfos, l.sock.handled = 0, nil
 	l.r.metrics.addSocketCreation(reason)
 	l.await(awaitGetInfo, l.r.opts.KubeletWait)
-	if mode {
-		l.decision(decisionAnnounce, "registration socket created", "reason", reason, "outcome", "serving", "path", l.sock.path, "version", version)
-	} else {
-		l.log.Info("registration socket created", "reason", reason, "outcome", "serving")
-	}
+	l.log.Info("registration socket created", "reason", reason, "outcome", "serving")
 	l.publish(StageWaitingForKubelet, "socket created, no GetInfo from the kubelet yet")
 }
 
@@ -90,7 +73,6 @@ func (l *loop) create(reason string) {
 func (l *loop) closeSocket(reason string) {
 	removed := l.sock.cur.stop()
 	l.sock.cur = nil
-	l.roll.unlinked(l.sock.path, removed)
 	_, err := os.Lstat(l.sock.path)
 	switch {
 	case removed:
@@ -132,9 +114,6 @@ func (l *loop) onGetInfo() {
 
 // onNotify acts on the kubelet's verdict.
 func (l *loop) onNotify(st *registerapi.RegistrationStatus) {
-	if l.roll.onNotify(st.PluginRegistered, st.Error) {
-		return
-	}
 	if st.PluginRegistered {
 		l.sock.backoff.reset()
 		l.alarms.retryAt.stop()
@@ -184,9 +163,6 @@ func (l *loop) inferKubeletRetry(k KubeletRetry) {
 // onRetryDue re-creates the socket. After a rejection, that no GetInfo came
 // first means a kubelet that does not retry by itself.
 func (l *loop) onRetryDue() {
-	if l.roll.onRetryDue() {
-		return
-	}
 	if l.sock.reason == reasonRejected {
 		l.inferKubeletRetry(KubeletRetryNever)
 	}
@@ -224,11 +200,8 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 		return
 	}
 	if l.sock.cur == nil {
-		if l.roll.onDirEvent(filepath.Base(l.sock.path), ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove)) {
-			return // the mode: the path is no announcement of this instance now
-		}
-		// The path was freed: try now (not in the rolling-update mode).
-		if l.roll.reusesFreedPath() && ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
+		// The path was freed: try now.
+		if ev.Has(fsnotify.Remove) && l.alarms.retryAt.armed() {
 			l.create(l.sock.reason)
 		}
 		return
@@ -242,13 +215,7 @@ func (l *loop) onRegistrationSocketEvent(ev fsnotify.Event) {
 // socketLost: the path is no longer our socket. Deleted: serve a new one at
 // once. Replaced: leave the other file alone and retry with backoff.
 func (l *loop) socketLost() {
-	if l.roll.onPlainLost() {
-		return
-	}
 	if _, err := os.Lstat(l.sock.path); errors.Is(err, fs.ErrNotExist) {
-		if l.roll.onSocketDeleted() {
-			return
-		}
 		l.log.Warn("registration socket was deleted; re-creating it", "outcome", "recreating")
 		l.create(reasonDeleted)
 		return
@@ -265,16 +232,23 @@ func (l *loop) socketLost() {
 // onDirEvent: a file event in the registration directory that is not
 // about our current socket.
 func (l *loop) onDirEvent(name string, ev fsnotify.Event) {
-	if l.roll.onDirEvent(name, ev.Has(fsnotify.Create), ev.Has(fsnotify.Remove)) || !ev.Has(fsnotify.Remove) {
+	if !ev.Has(fsnotify.Remove) {
 		return
 	}
 	l.onOtherSocketRemoved(name)
 }
 
-// onOtherSocketRemoved: without the mode, a socket of the rolling-update
-// mode for this driver was unlinked by name in the registration directory
-// (an instance of the mode left with no successor in the mode: a rollout
-// undone past the opt-in, while this registrar's pod had already started).
+// kubeletSettle is how long the registrar waits after a Remove by name of
+// another registered socket of its driver before it registers again: the
+// kubelet's reconciler runs every second and unregisters the driver in its
+// next round; the rest is margin for its API writes.
+const kubeletSettle = 3 * time.Second
+
+// onOtherSocketRemoved: an announcement of the previous release's
+// rolling-update mode for this driver was unlinked by name in the
+// registration directory (an instance of that mode left with no successor
+// in it: a rollout undone past the opt-in, or the upgrade from it, while
+// this registrar's pod had already started).
 // The kubelet's CSI handler unregisters the driver by name, whoever
 // registered last, so this registrar registers again once the kubelet has
 // processed the Remove (kubeletSettle): a new socket, as after a rejection.

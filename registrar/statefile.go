@@ -268,7 +268,7 @@ func (w *stateWriter) remove() {
 // (Options.StateFile) in this container, and returns its state as one line,
 // e.g. "registered for 3s (driver x.example.com, pid 1)". The error is nil
 // only when the kubelet confirmed the registration of that Registrar, or
-// it stands by as a usable fallback in the rolling-update mode (what
+// it stands by as a usable fallback in the handover (what
 // /readyz requires of the status; /readyz also asks the driver's Probe,
 // which this does not). Otherwise the error says why: no state file, a
 // writer that has exited (its pid gone, or now another process's), or the

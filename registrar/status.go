@@ -39,9 +39,10 @@ const (
 	StageRegistered
 	// StageStopped: Run has returned.
 	StageStopped
-	// StageStandingBy: rolling-update mode only. A newer instance of the
-	// driver on this node holds, or is taking, the registration; this one
-	// does not announce, and hands over when it ends.
+	// StageStandingBy: with RollingUpdate (the handover) only. Another
+	// registrar of the driver on this node holds the registration (one
+	// without the handover, which it takes over from when that one leaves,
+	// or one that replaced its socket); this one serves none.
 	StageStandingBy
 )
 
@@ -118,13 +119,13 @@ type Status struct {
 	// KubeletRetry is what the registrar inferred about the kubelet's own
 	// retries; it decides whether a rejection re-creates the socket.
 	KubeletRetry KubeletRetry
-	// Fallback, at StageStandingBy only (rolling-update mode): the kubelet
-	// confirmed this instance's latest announcement, the instance is not
-	// terminating and its driver has answered Probe ready (for the stable
-	// window, after a stop), so it takes the registration back at once if
-	// the newer instance's driver stops answering. /readyz answers 200 then
-	// while the driver answers Probe: the DaemonSet controller keeps the
-	// old pod beside the new one only while it is Ready.
+	// Fallback, at StageStandingBy only (the handover): another registrar
+	// (node-driver-registrar, a registrar without RollingUpdate, the
+	// previous release's rolling-update mode) holds the registration and
+	// this instance's driver answers Probe, so it takes the registration
+	// over when that registrar leaves. /readyz answers 200 then while the
+	// driver answers Probe: the DaemonSet controller deletes the old pod
+	// only once the new one is Ready.
 	Fallback bool
 }
 

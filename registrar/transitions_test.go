@@ -54,7 +54,7 @@ var transitions = []transition{
 	{"readyz-follows-driver", "registered", "the driver goes and comes back; the loop ends", "/readyz 503 naming Probe, then 200; /healthz 503 once the loop ended", "unchanged → stopped", rowHealthFollowsDriverAndLoop},
 	{"driver-renamed", "serving", "the driver restarts under another name", "remove our socket, register the new name", "waiting for kubelet", rowDriverRenamed},
 	{"driver-renamed-invalid", "serving", "the driver restarts with a name the kubelet cannot register", "remove our socket; Run returns a validation error", "stopped", rowDriverRenamedInvalid},
-	{"exit", "any", "ctx ends (without the rolling-update mode; in the mode: its leaving stage, the mode's table)", "stop serving, remove our socket", "stopped", rowExitRemovesSocket},
+	{"exit", "any", "ctx ends (without --rolling-update; with it the handover leaves: docs/design.md, \"The handover\")", "stop serving, remove our socket", "stopped", rowExitRemovesSocket},
 	{"exit-replaced", "any", "ctx ends after another file took our path", "stop serving, leave that file", "stopped", rowExitKeepsReplacedFile},
 	{"run-twice", "stopped", "Run is called again", "return an error", "stopped", rowRunOnceThenStopped},
 }

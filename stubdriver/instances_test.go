@@ -19,10 +19,10 @@ import (
 )
 
 // TestTwoInstances: a DaemonSet rolling with maxSurge runs two instances of
-// the driver on a node (manifests/, the rolling-update mode): the old pod's and
-// the new pod's, each on a socket named by its pod's UID, both on the one
-// state directory (a hostPath) and registering in the rolling-update mode in
-// the one registration directory. The driver's state is the mount table and
+// the driver on a node (manifests/, the handover): the old pod's and the new
+// pod's, each on a socket named by its pod's UID, both on the one state
+// directory (a hostPath) and sharing the one registration socket, whose
+// endpoint, a link beside their sockets, follows the newest instance. The driver's state is the mount table and
 // the state directory, shared: a volume published by one instance is
 // unpublished by the other (the kubelet sends the unpublish to whichever
 // endpoint it holds then), even once the first one has stopped. Stopping one
@@ -37,6 +37,8 @@ func TestTwoInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	uids := []string{"11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"}
+	reg := filepath.Join(registry, stubdriver.DefaultName+csiplugin.RegistrationSocketSuffix)
+	link := filepath.Join(dir, "csi-endpoint.sock")
 	var drivers []*running
 	for _, uid := range uids {
 		sock := filepath.Join(dir, uid+".sock")
@@ -52,23 +54,30 @@ func TestTwoInstances(t *testing.T) {
 			},
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		}))
-		// The kubelet registers the instance's announcement (the newest
-		// instance announces; the older one stands by).
-		logs.waitLog(t, "registration socket created")
-		reg := announcement(t, registry, uid)
-		if reg == "" {
-			t.Fatalf("no announcement socket of pod %s in %s", uid, registry)
+		// The newest instance's driver is the endpoint link's target.
+		logs.waitLog(t, "the endpoint link points at this instance's driver")
+		if got, err := os.Readlink(link); err != nil || got != filepath.Base(sock) {
+			t.Fatalf("the endpoint link %s: %q, %v; want a link to %s", link, got, err, filepath.Base(sock))
 		}
+		if len(drivers) > 1 {
+			continue
+		}
+		// The kubelet registers the one registration socket, once: after it
+		// is bound, which comes after the link.
+		logs.waitLog(t, "serving the registration socket")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		r, err := registrartest.Register(ctx, reg)
 		cancel()
-		if err != nil || r.Err != nil {
-			t.Fatalf("the kubelet's registration of %s: %v, %v", reg, err, r.Err)
+		if err != nil {
+			t.Fatalf("the kubelet's registration of %s: %v\n%s", reg, err, logs.String())
 		}
-		if r.Info.Endpoint != sock {
-			t.Errorf("%s announces %s, want its own socket %s", reg, r.Info.Endpoint, sock)
+		if r.Err != nil {
+			t.Fatalf("the kubelet's registration of %s: the registrar answered %v", reg, r.Err)
 		}
-		logs.waitLog(t, "kubelet confirmed")
+		if r.Info.Endpoint != link {
+			t.Errorf("%s announces %s, want the endpoint link %s", reg, r.Info.Endpoint, link)
+		}
+		logs.waitLog(t, "the kubelet confirmed the registration")
 	}
 	older, newer := drivers[0], drivers[1]
 
@@ -121,30 +130,11 @@ func TestTwoInstances(t *testing.T) {
 	if _, err := newer.identity().Probe(bg, &csi.ProbeRequest{}); err != nil {
 		t.Errorf("the other instance no longer answers: %v", err)
 	}
-	if reg := announcement(t, registry, uids[0]); reg != "" {
-		t.Errorf("the stopped instance's announcement socket is still there: %s", reg)
+	if _, err := os.Lstat(reg); err != nil {
+		t.Errorf("the registration socket is gone: %v", err)
 	}
-	if reg := announcement(t, registry, uids[1]); reg == "" {
-		t.Errorf("the other instance's announcement socket is gone")
+	if got, err := os.Readlink(link); err != nil || got != filepath.Base(newer.path) {
+		t.Errorf("the endpoint link %s: %q, %v; want a link to the other instance's %s", link, got, err, filepath.Base(newer.path))
 	}
 	unpublish(newer, id2, t2)
-}
-
-// announcement returns the path of the latest announcement socket of the
-// instance whose pod has uid in the registration directory, or "".
-func announcement(t *testing.T, registry, uid string) string {
-	t.Helper()
-	entries, err := os.ReadDir(registry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var latest string
-	var version uint64
-	for _, e := range entries {
-		inst, v, ok := csiplugin.ParseRollingUpdateSocketName(stubdriver.DefaultName, e.Name())
-		if ok && inst == csiplugin.InstanceID(uid) && v >= version {
-			latest, version = filepath.Join(registry, e.Name()), v
-		}
-	}
-	return latest
 }

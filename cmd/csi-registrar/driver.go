@@ -47,9 +47,7 @@ func kubeletFlags(category, required string) []cli.Flag {
 		&cli.BoolFlag{Name: "enable-pprof", EnvVars: env("enable-pprof"), Category: category,
 			Usage: "serve /debug/pprof/ on --http-endpoint"},
 		&cli.StringFlag{Name: "rolling-update", EnvVars: env("rolling-update"), Category: category,
-			Usage: "this pod's UID (env from the downward API's metadata.uid): turns on the rolling-update mode, in which a DaemonSet rolling with maxSurge hands the registration over without unregistering the driver; --kubelet-registration-path must then be this pod's own CSI socket"},
-		&cli.BoolFlag{Name: "handover", EnvVars: env("handover"), Category: category,
-			Usage: "with --rolling-update: pass the registration socket from pod to pod and announce a stable endpoint link, so the kubelet sees no rollout (docs/design.md, \"The handover\")"},
+			Usage: "this pod's UID (env from the downward API's metadata.uid): turns on the handover, in which a DaemonSet rolling with maxSurge passes the registration socket from pod to pod and the kubelet sees no rollout (docs/design.md, \"The handover\"); --csi-address and --kubelet-registration-path must then name this pod's own CSI socket, with the same base name"},
 	}
 }
 
@@ -150,7 +148,6 @@ func driverRegistration(c *cli.Context, log *slog.Logger) (*registrar.Options, e
 		KubeletWait:             c.Duration("kubelet-wait"),
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		RollingUpdate:           c.String("rolling-update"),
-		Handover:                c.Bool("handover"),
 		HTTPEndpoint:            c.String("http-endpoint"),
 		EnablePprof:             c.Bool("enable-pprof"),
 		Version:                 version,

@@ -40,7 +40,6 @@ var optionFlags = map[registrar.Option]string{
 	registrar.OptionKubeletWait:             "kubelet-wait",
 	registrar.OptionRegistrationRetryMax:    "registration-retry-max",
 	registrar.OptionRollingUpdate:           "rolling-update",
-	registrar.OptionHandover:                "handover",
 	registrar.OptionHTTPEndpoint:            "http-endpoint",
 	registrar.OptionStateFile:               "state-file",
 	stubdriver.OptionEndpoint:               "endpoint",

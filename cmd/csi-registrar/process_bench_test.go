@@ -493,11 +493,11 @@ func TestBenchStartWithDriverServing(t *testing.T) {
 		ours: got["ours"], up: got["upstream"], goal: "median ≤ 5 ms", met: medianAtMost(5)})
 }
 
-// Figure 1h: figure 1 with the handover (--rolling-update --handover) on
+// Figure 1h: figure 1 with the handover (--rolling-update) on
 // ours, beside upstream as it runs (no mode): the start also dials the
 // rendezvous, binds it and checks the endpoint link.
 func TestBenchStartHandover(t *testing.T) {
-	got := startTimes(t, []string{"--rolling-update=00000000-0000-4000-8000-000000000001", "--handover"})
+	got := startTimes(t, []string{"--rolling-update=00000000-0000-4000-8000-000000000001"})
 	record(t, row{fig: "1h", what: "driver serving, the handover on ours: registrar exec → GetInfo answered", unit: "ms",
 		ours: got["ours"], up: got["upstream"]})
 }

@@ -148,7 +148,6 @@ func registerOptions(c *cli.Context, log *slog.Logger) (registrar.Options, error
 		KubeletWait:             c.Duration("kubelet-wait"),
 		RegistrationRetryMax:    c.Duration("registration-retry-max"),
 		RollingUpdate:           c.String("rolling-update"),
-		Handover:                c.Bool("handover"),
 		StateFile:               c.String("state-file"),
 		HTTPEndpoint:            endpoint,
 		EnablePprof:             c.Bool("enable-pprof"),

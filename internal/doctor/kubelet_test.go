@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/doctor"
 	"github.com/csi-registrar/csi-registrar/registrar"
@@ -62,18 +63,17 @@ func metricsOf(series map[string][]string) string {
 }
 
 // TestKubeletThroughProxy: the metric read through the API server's node
-// proxy, beside a real instance of the rolling-update mode the kubelet
-// (played by the test) confirmed: the kubelet holding its path and one
-// retired is a note; holding none of the driver's paths is what the mode
-// does not expect: a warning. Not parallel: the instance's exit waits
-// successorWait (5 s), which would delay the parallel tests that read
-// their own clock (TestInstanceStates) past their bounds.
+// proxy, beside a live instance of the previous release's rolling-update
+// mode the kubelet confirmed: the kubelet holding its path and one retired
+// is a note; holding none of the driver's paths is what the mode does not
+// expect: a warning.
 func TestKubeletThroughProxy(t *testing.T) {
 	n := newNode(t)
-	inst := n.startInstance(t, "pod-a")
-	sock := inst.await(t, registrar.StageWaitingForKubelet)
-	confirm(t, sock)
-	inst.await(t, registrar.StageRegistered)
+	// An instance of the previous release's mode (this release announces
+	// no more), which the upgrade from it meets.
+	drv := n.serveDriver(t, "roll", &driver{name: rolled, nodeID: "node-1"})
+	now := time.Now().UnixMilli()
+	sock := n.fakeInstance(t, drv, "pod-a", registrar.InstanceState{Birth: now - 10_000, Version: 200, Confirmed: true, ConfirmedAt: now - 5_000}, true)
 	api := newFakeAPIServer(t, "node-1")
 	api.registered(rolled, "node-1")
 	o := n.opts()

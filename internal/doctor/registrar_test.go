@@ -98,7 +98,7 @@ func TestDoctorHandoverLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg, err := registrar.New(registrar.Options{CSIAddress: drvSock, KubeletRegistrationPath: drvSock,
-		PluginRegistrationPath: n.registry, RollingUpdate: "00000000-0000-4000-8000-0000000000aa", Handover: true, Logger: quiet})
+		PluginRegistrationPath: n.registry, RollingUpdate: "00000000-0000-4000-8000-0000000000aa", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,3 +109,14 @@ func SelfCommand(args ...string) *exec.Cmd {
 	}
 	return exec.Command(os.Args[0], args...)
 }
+
+// SkipUnderEmulation skips t when the test binary runs under the user-mode
+// emulator ($EnvExec set), saying why. For tests of behaviour the emulator
+// fakes rather than runs, e.g. /proc/<own pid>/stat, which qemu-user writes
+// itself, with the start time of the calling thread instead of the process.
+func SkipUnderEmulation(t testing.TB, why string) {
+	t.Helper()
+	if emu := os.Getenv(EnvExec); emu != "" {
+		t.Skipf("under %s: %s", emu, why)
+	}
+}

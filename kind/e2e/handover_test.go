@@ -15,14 +15,14 @@ import (
 )
 
 // The handover (docs/design.md, "The handover") with a real kubelet: the
-// reference DaemonSet with --handover (manifests/overlays/handover) rolled
+// reference DaemonSet (manifests/, --rolling-update: the handover) rolled
 // out -handover-rollouts times, then -handover-load-rollouts times more
 // while pods with an inline volume of the driver start on every node (the
 // stream fills a node's pod slots if it runs through all of them). The
 // kubelet must see nothing: no RegisterPlugin or DeRegisterPlugin of the
 // driver, no failed mount, the Node annotation and the CSINode entry never
 // absent, one path of the driver in its plugin manager.
-const handoverDir = "manifests/overlays/handover"
+const handoverDir = manifestsDir
 
 var (
 	handoverRollouts     = flag.Int("handover-rollouts", 10, "rollouts of TestHandoverRollouts without a workload")

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
-	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 )
 
 // The rolling-update mode with a real kubelet: the reference DaemonSet of
@@ -33,92 +32,6 @@ const (
 	// rolloutAnnotation changes the pod template: each value is a rollout.
 	rolloutAnnotation = "e2e.csi-registrar.io/rollout"
 )
-
-func TestRollingUpdate(tt *testing.T) {
-	t := withRecap(tt)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
-	defer cancel()
-	loadExampleImage(t, ctx)
-	t.Cleanup(func() { restoreBase(t) })
-	diagnoseOnFailure(t)
-
-	// 1. The mode installed (the suite's deployment without it removed first).
-	installMode(t, ctx)
-	recs := recordRegistration(t, ctx)
-
-	// 2. With the mode: pods start throughout; a rollout undone midway, then
-	// a whole rollout, then pods keep starting after the last old pod left.
-	before, err := cl.Pods(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := positions(recs)
-	since := time.Now()
-	wl := startWorkload(t, ctx)
-
-	if err := setRolloutAnnotation(ctx, "1"); err != nil {
-		t.Fatal(err)
-	}
-	newPod := awaitNewPod(t, ctx, before)
-	logf("rollout 1: new pod %s on %s; undoing it", newPod.Name, newPod.Spec.NodeName)
-	if _, err := cl.Kubectl(ctx, "-n", cl.Namespace, "rollout", "undo", "daemonset/"+cl.DaemonSet); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := setRolloutAnnotation(ctx, "2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.RolledOut(ctx, cfg.Driver, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	after, err := cl.Pods(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range allNodes {
-		if after[n] == nil || before[n] == nil || after[n].UID == before[n].UID {
-			t.Errorf("node %s: no new pod after the rollouts (before %v, after %v)", n, podUID(before[n]), podUID(after[n]))
-		}
-	}
-	time.Sleep(3 * time.Second) // pods keep starting after the last old pod left (not a wait for a state)
-	// Every pod mounted its volume and ran, and was deleted (the new
-	// instance unpublishes what the old one published).
-	started, never, err := stopWorkload(ctx, wl, 3*time.Minute)
-	if err != nil {
-		t.Errorf("workload: %v; pods that never ran: %v", err, never)
-	}
-	logf("rollouts done: %d workload pods started on %d node(s) meanwhile, each ran and was deleted", started, len(allNodes))
-
-	// The registration never went away, as the API server told it.
-	for _, n := range allNodes {
-		for _, r := range []*Recorder{recs[n].node, recs[n].csinode} {
-			if err := r.Err(); err != nil {
-				t.Errorf("node %s: the watch did not run without a break, so a gap may have been missed: %v", n, err)
-			}
-		}
-		if gaps := registrationGaps(recs[n], from[n], cfg.Driver, n); len(gaps) > 0 {
-			t.Errorf("node %s: the driver was unregistered during the rollouts: %s", n, strings.Join(gaps, "; "))
-		}
-	}
-	awaitWorkloadGone(t, ctx)
-	for _, n := range allNodes {
-		log, err := cl.Provider.KubeletLog(ctx, n, 20000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(log, "\n") {
-			at, ok := kubeletlog.Time(line, since)
-			if !ok || at.Before(since) {
-				continue
-			}
-			if strings.Contains(line, "DeRegisterPlugin request for plugin "+cfg.Driver) || strings.Contains(line, "MountVolume.SetUp failed") {
-				t.Errorf("node %s: the kubelet's log during the rollouts: %s", n, line)
-			}
-		}
-	}
-}
 
 // nodeRecorders watch one node's Node object and CSINode.
 type nodeRecorders struct{ node, csinode *Recorder }
@@ -189,43 +102,10 @@ func setRolloutAnnotation(ctx context.Context, v string) error {
 	return err
 }
 
-// awaitNewPod waits for a pod of the DaemonSet that is not one of before,
-// scheduled to a node.
-func awaitNewPod(t testing.TB, ctx context.Context, before map[string]*corev1.Pod) *corev1.Pod {
-	t.Helper()
-	old := map[types.UID]bool{}
-	for _, p := range before {
-		old[p.UID] = true
-	}
-	var found *corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := cl.Client.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: cl.Selector})
-		if err != nil {
-			return false, err
-		}
-		for i := range l.Items {
-			if !old[l.Items[i].UID] && l.Items[i].Spec.NodeName != "" {
-				found = &l.Items[i]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no new pod of the DaemonSet: %v", err)
-	}
-	return found
-}
-
-// startWorkload starts pods with an inline volume of the driver, round
-// robin over the nodes, in a namespace of its own, and deletes each once it
-// runs (drivercases.MountLoad, the load of verify's rollout cases).
-func startWorkload(t testing.TB, ctx context.Context) *drivercases.MountLoad {
-	t.Helper()
-	return startWorkloadEvery(t, ctx, rolloutEvery)
-}
-
-// startWorkloadEvery is startWorkload starting a pod every interval.
+// startWorkloadEvery starts pods with an inline volume of the driver, one
+// every interval, round robin over the nodes, in a namespace of its own, and
+// deletes each once it runs (drivercases.MountLoad, the load of verify's
+// rollout cases).
 func startWorkloadEvery(t testing.TB, ctx context.Context, every time.Duration) *drivercases.MountLoad {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}}
@@ -307,10 +187,6 @@ func awaitWorkloadGone(t testing.TB, ctx context.Context) {
 	failedMounts(t, ctx)
 }
 
-// installMode replaces the suite's deployment (plainDir: without the mode)
-// by manifestsDir (the mode) and waits until it rolled out.
-func installMode(t testing.TB, ctx context.Context) { t.Helper(); install(t, ctx, manifestsDir) }
-
 // install replaces the suite's deployment (plainDir) by dir's and waits
 // until it rolled out.
 func install(t testing.TB, ctx context.Context, dir string) {
@@ -337,58 +213,6 @@ func restoreBase(t testing.TB) {
 	}
 	if err := cl.WaitDeployed(ctx, cfg, 2*time.Minute); err != nil {
 		t.Errorf("restore %s: %v", plainDir, err)
-	}
-}
-
-// TestRollingUpdateIntoAndOutOfMode: the first rollout into the mode
-// (manifests/overlays/without-rolling-update applied, then manifests/ over
-// it) and the way out (the overlay applied again). Each may cost one short gap — the
-// registrar without the mode announces version 1.0.0 and unlinks its socket
-// by name when it leaves; the mode's instances announce higher versions, so
-// the kubelet rejects a plain announcement while a mode's instance holds the
-// registration — and must end registered on the new pod of every node. The
-// gaps are measured (docs/operating.md states them), not judged by time.
-func TestRollingUpdateIntoAndOutOfMode(tt *testing.T) {
-	t := withRecap(tt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	t.Cleanup(func() { restoreBase(t) })
-	diagnoseOnFailure(t)
-	if err := cl.WaitDeployed(ctx, cfg, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	recs := recordRegistration(t, ctx)
-	for _, step := range []struct{ name, dir string }{
-		{"into the mode", manifestsDir},
-		{"out of the mode", plainDir},
-	} {
-		before, err := cl.Pods(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		from := positions(recs)
-		start := time.Now()
-		if err := cl.Apply(ctx, step.dir); err != nil {
-			t.Fatal(err)
-		}
-		done, err := rolloutDone(ctx, cl, cfg.Driver, before, 3*time.Minute)
-		if err != nil {
-			t.Fatalf("%s: %v", step.name, err)
-		}
-		after, err := cl.Pods(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range allNodes {
-			if after[n] == nil || before[n] == nil || after[n].UID == before[n].UID {
-				t.Errorf("%s: node %s: no new pod (before %v, after %v)", step.name, n, podUID(before[n]), podUID(after[n]))
-			}
-			gaps := registrationGaps(recs[n], from[n], cfg.Driver, n)
-			logf("%s (kubectl apply -k %s): rolled out in %.1f s; node %s: %s", step.name, step.dir, done.Sub(start).Seconds(), n, orNone(gaps))
-			if len(gaps) > 1 {
-				t.Errorf("%s: node %s: more than one gap: %s", step.name, n, strings.Join(gaps, "; "))
-			}
-		}
 	}
 }
 

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,28 +23,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Issue 43's failing sequences on a real kubelet, against either design of a
-// rolling update (-design, e.g. E2E_ARGS='-test.run=^TestUndoFirstRolloutFromUpstream$ -design=announce'):
-//
-//   - handover (the default, what the suite checks): the same manifests with
-//     --handover on the registrar;
-//   - announce: the rolling-update mode as at dfbbb29 (--rolling-update),
-//     which these sequences fail (issue 43's closing note has both columns).
-var design = flag.String("design", "handover", "the rolling-update design of issue 43's sequence tests: handover (--rolling-update --handover) or announce (--rolling-update, dfbbb29, which fails them)")
-
-// designOverlay returns the kustomize directory for the chosen design:
-// announce or handover, whichever -design names.
-func designOverlay(t testing.TB, announce, handover string) string {
-	t.Helper()
-	switch *design {
-	case "announce":
-		return announce
-	case "handover":
-		return handover
-	}
-	t.Fatalf("-design=%q: want announce (the rolling-update mode) or handover (--handover)", *design)
-	return ""
-}
+// Issue 43's failing sequences on a real kubelet, against the handover
+// (--rolling-update=$(POD_UID)). The previous release's rolling-update mode
+// failed them; issue 43's closing note has both columns.
 
 // undoRounds is how long, in the kubelet's rounds (kubeletRound), the driver
 // must stay registered after a `kubectl rollout undo`, counted from the
@@ -58,7 +38,7 @@ const (
 
 // TestUndoFirstRolloutFromUpstream (issue 43, F1): a DaemonSet with
 // node-driver-registrar (migration row 3's start) is upgraded to
-// csi-registrar in the chosen design with minReadySeconds 60, and while
+// csi-registrar with the handover and minReadySeconds 60, and while
 // both pods of each node are Ready the upgrade is undone (`kubectl rollout
 // undo`, as a helm rollback does). The undone pod leaves; upstream's pod
 // stays. The driver must stay registered (its CSINode entry and Node
@@ -71,7 +51,7 @@ func TestUndoFirstRolloutFromUpstream(tt *testing.T) {
 	if archive == "" {
 		tt.Skipf("%s is not set: node-driver-registrar's image archive is needed (make upstream-image builds it from ../shared/upstream)", migrationUpstreamEnv)
 	}
-	overlay := designOverlay(tt, migrationOverlays+"undo/announce", migrationOverlays+"undo/handover")
+	overlay := migrationOverlays + "undo/handover"
 	t := withRecap(tt)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -106,7 +86,7 @@ func TestUndoFirstRolloutFromUpstream(tt *testing.T) {
 	}
 	recs := recordRegistration(t, ctx)
 	from := positions(recs)
-	logf("F1 (%s): kubectl apply -k %s over upstream's DaemonSet", *design, overlay)
+	logf("F1: kubectl apply -k %s over upstream's DaemonSet", overlay)
 	if err := mc.Apply(ctx, overlay); err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +102,12 @@ func TestUndoFirstRolloutFromUpstream(tt *testing.T) {
 	if _, err := mc.Kubectl(ctx, "rollout", "undo", "-n", mc.Namespace, "daemonset/"+mc.DaemonSet); err != nil {
 		t.Fatal(err)
 	}
-	logf("F1 (%s): kubectl rollout undo daemonset/%s", *design, mc.DaemonSet)
+	logf("F1: kubectl rollout undo daemonset/%s", mc.DaemonSet)
 	if err := awaitGone(ctx, upgraded, 3*time.Minute); err != nil {
 		t.Fatalf("the undone pods: %v", err)
 	}
 	gone := time.Now()
-	logf("F1 (%s): the undone pods are gone %.1f s after the undo", *design, gone.Sub(undo).Seconds())
+	logf("F1: the undone pods are gone %.1f s after the undo", gone.Sub(undo).Seconds())
 
 	// The observation window: every round, the registration as the API
 	// server's watches recorded it.
@@ -184,7 +164,7 @@ func TestUndoFirstRolloutFromUpstream(tt *testing.T) {
 			t.Errorf("node %s: after the undo: %v", n, err)
 		}
 	}
-	logf("F1 (%s): the driver stayed registered on every node for %.1f s after the undo (%.1f s after the undone pods left)", *design, observed.Seconds(), time.Since(gone).Seconds())
+	logf("F1: the driver stayed registered on every node for %.1f s after the undo (%.1f s after the undone pods left)", observed.Seconds(), time.Since(gone).Seconds())
 }
 
 // awaitSurgeReady waits until each node runs, beside its pod in old, a new
@@ -241,8 +221,8 @@ func podReady(p *corev1.Pod) bool {
 const statsPod = "csi-e2e-volume-stats"
 
 // TestVolumeStatsAcrossRollout (issue 43): a pod with an inline volume of
-// the reference driver, mounted before a rollout of the DaemonSet in the
-// chosen design (manifests/, or manifests/overlays/handover), has volume
+// the reference driver, mounted before a rollout of the DaemonSet
+// (manifests/, the handover), has volume
 // stats in the kubelet's /stats/summary measured after the rollout (the
 // old pod gone), within 3 of the kubelet's volume stats periods (1 min
 // each). The kubelet's metrics client caches the endpoint per mount: with
@@ -251,7 +231,7 @@ func TestVolumeStatsAcrossRollout(tt *testing.T) {
 	if cl.Provider.Name() != "local" {
 		tt.Skipf("provider %s: the test reads the kubelet's /stats/summary on 127.0.0.1:10250, which only the local node allows", cl.Provider.Name())
 	}
-	dir := designOverlay(tt, manifestsDir, handoverDir)
+	dir := manifestsDir
 	t := withRecap(tt)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

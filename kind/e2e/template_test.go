@@ -137,7 +137,7 @@ func testEphemeralInProcess(t *testing.T) {
 		if names := containerNames(pod); len(names) != 1 || names[0] != "driver" {
 			t.Errorf("pod %s runs containers %q, want only the driver", pod.Name, names)
 		}
-		announcementSocket(t, ctx, node, pod)
+		registrationSocket(t, ctx, node)
 		checkRegistered(t, ctx, node)
 		if code, body, err := cl.Readyz(ctx, pod.Name); err != nil || code != 200 {
 			t.Errorf("/readyz of the in-process driver on %s: %d %q %v, want 200", node, code, body, err)
@@ -147,25 +147,23 @@ func testEphemeralInProcess(t *testing.T) {
 	ephemeralVolumeCase(t, ctx)
 }
 
-// announcementSocket checks that the driver's one file in plugins_registry
-// on node is an announcement socket of the rolling-update mode
-// (<prefix>_<instance>_<version>-reg.sock) of pod, the instance that
-// registered: the in-process overlay runs the mode, as manifests/ does.
-func announcementSocket(t *testing.T, ctx context.Context, node string, pod *corev1.Pod) {
+// registrationSocket checks that the driver's one file in plugins_registry
+// on node is its registration socket <driver>-reg.sock: the in-process
+// overlay runs the rolling update (the handover), as manifests/ does, whose
+// one registration socket has the plain path.
+func registrationSocket(t *testing.T, ctx context.Context, node string) {
 	t.Helper()
 	files, err := cl.Provider.PluginsRegistry(ctx, node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := ours(files)
-	want := csiplugin.InstanceID(string(pod.UID))
-	if len(o) == 1 && o[0].Socket {
-		if instance, _, ok := csiplugin.ParseRollingUpdateSocketName(cfg.Driver, o[0].Name); ok && instance == want {
-			return
-		}
+	want := cfg.Driver + csiplugin.RegistrationSocketSuffix
+	if len(o) == 1 && o[0].Socket && o[0].Name == want {
+		return
 	}
-	t.Fatalf("%s on %s: files of ours %q (sockets: %v), want exactly one announcement socket %s",
-		PluginsRegistry, node, names(o), o, csiplugin.RollingUpdateSocketName(cfg.Driver, want, 0)+" (any version)")
+	t.Fatalf("%s on %s: files of ours %q (sockets: %v), want exactly the registration socket %s",
+		PluginsRegistry, node, names(o), o, want)
 }
 
 func containerNames(p *corev1.Pod) []string {

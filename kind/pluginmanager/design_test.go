@@ -2,7 +2,6 @@ package pluginmanager
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -16,33 +15,12 @@ import (
 )
 
 // The tests of issue 43's failing sequences (sequences_test.go) run against
-// either design of a rolling update, chosen with -design:
-//
-//   - handover (the default, what make test-pluginmanager checks): the mode
-//     with Options.Handover (one registration socket at the plain path whose
-//     descriptor passes from pod to pod, and the endpoint link
-//     csi-endpoint.sock beside the drivers' sockets);
-//   - announce: the rolling-update mode as shipped at dfbbb29
-//     (Options.RollingUpdate; each pod announces its own registration socket
-//     and endpoint), which fails TestLateConfirmationAtLeave.
-//
-// The sequences and their assertions (the kubelet's final state) are the
-// same; only how the pods are laid out and started differs.
-var design = flag.String("design", "handover", "the rolling-update design the sequence tests run against: handover (Options.Handover) or announce (the mode as at dfbbb29)")
-
-// handoverDesign reports whether -design chose the handover; any value
-// other than the two fails the test.
-func handoverDesign(t *testing.T) bool {
-	t.Helper()
-	switch *design {
-	case "announce":
-		return false
-	case "handover":
-		return true
-	}
-	t.Fatalf("-design=%q: want announce (the rolling-update mode) or handover (Options.Handover)", *design)
-	return false
-}
+// the handover (Options.RollingUpdate: one registration socket at the
+// plain path whose descriptor passes from pod to pod, and the endpoint link
+// csi-endpoint.sock beside the drivers' sockets). The rolling-update mode of
+// the previous release (each pod announced its own registration socket and
+// endpoint) failed TestLateConfirmationAtLeave; its results are in issue
+// 43's closing note.
 
 // newSequenceWorld is newWorld for a driver name the CSI handler may still
 // hold from an earlier run of the test in this process (-count): its
@@ -56,29 +34,21 @@ func newSequenceWorld(t *testing.T, driverName string) *world {
 	return w
 }
 
-// podDriver starts the driver of one pod. In the handover design every
-// pod's driver listens in one directory (the DaemonSet's socket-dir
-// hostPath) as <label>.sock, where the endpoint link and the rendezvous
-// live; in the mode each has a directory of its own, as the other tests of
-// this package lay them out.
+// podDriver starts the driver of one pod: every pod's driver listens in
+// one directory (the DaemonSet's socket-dir hostPath) as <label>.sock,
+// where the endpoint link and the rendezvous live.
 func (w *world) podDriver(label string) *driver {
-	if !handoverDesign(w.t) {
-		return w.driver(label, false)
-	}
 	d := startDriverAt(w.t, filepath.Join(w.dir, "plugins", label+".sock"), w.name, false)
 	w.drivers = append(w.drivers, d)
 	return d
 }
 
-// podOptions are the registrar options of the pod whose driver is d, in
-// the chosen design.
+// podOptions are the registrar options of the pod whose driver is d.
 func (w *world) podOptions(d *driver, podUID string) registrar.Options {
-	opts := registrarOptions(d, w.reg, podUID)
-	opts.Handover = handoverDesign(w.t)
-	return opts
+	return registrarOptions(d, w.reg, podUID)
 }
 
-// startPod starts the registrar of a pod in-process, in the chosen design.
+// startPod starts the registrar of a pod in-process.
 func (w *world) startPod(label string, d *driver, podUID string) *instance {
 	opts := w.podOptions(d, podUID)
 	log := newTestLog(w.t, "registrar "+label+": ")

@@ -1,7 +1,7 @@
 // Package pluginmanager holds tests only: the kubelet's own plugin manager
 // (k8s.io/kubernetes/pkg/kubelet/pluginmanager) and CSI registration handler
 // (k8s.io/kubernetes/pkg/volume/csi) run in this process against real
-// csi-registrar Registrars in the rolling-update mode and real CSI drivers,
+// csi-registrar Registrars with the handover (--rolling-update) and real CSI drivers,
 // over real unix sockets. Each test drives one ordering that a real kubelet
 // cannot be made to produce on demand (docs/operating.md, "Rolling updates and maxSurge").
 //

@@ -1,6 +1,6 @@
 // Nested module: the kubelet's own plugin manager and CSI registration
 // handler (k8s.io/kubernetes, newest supported minor) run in-process against
-// csi-registrar's rolling-update mode. Outside the root module, so outside
+// csi-registrar's handover (--rolling-update). Outside the root module, so outside
 // `make test`'s race build; `make test-pluginmanager` runs it.
 module github.com/csi-registrar/csi-registrar/kind/pluginmanager
 

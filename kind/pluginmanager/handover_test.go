@@ -58,7 +58,6 @@ func (n *handoverNode) handoverDriver(label, nodeID string) *driver {
 
 func (n *handoverNode) handoverOptions(d *driver, label string) registrar.Options {
 	opts := registrarOptions(d, n.reg, podUIDOf(label))
-	opts.Handover = true
 	return opts
 }
 
@@ -273,15 +272,14 @@ var handoverRows = []struct {
 	}},
 	{"from the rolling-update mode without the handover (its announcement at 1.<ms>.0)", outcomes{{1, 1}}, func(n *handoverNode) string {
 		d := n.handoverDriver("m", "")
-		opts := registrarOptions(d, n.reg, podUIDOf("m"))
-		m := n.start("m", opts)
+		m := startPrevAnnouncement(n.t, n.reg, n.name, podUIDOf("m"), d)
 		n.registered("m")
 		h, _ := n.pod("h")
 		n.eventually(10*time.Second, "h standing by as ready", func() bool {
 			st := h.r.Status()
 			return st.Stage == registrar.StageStandingBy && st.Fallback
 		})
-		m.stop(n.t)
+		m.stop()
 		waitStage(n.world, h, 20*time.Second, registrar.StageRegistered)
 		return "h"
 	}},

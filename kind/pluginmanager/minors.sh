@@ -4,8 +4,10 @@
 # built one after the other (that part uses the CPU), then the binaries run side by side:
 # they wait on the kubelet's reconciler rounds, not on the CPU (about 3 s of CPU in 220 s
 # each, 2026-11-27). Each minor's output is printed whole once all ended, with its time.
-#   [GO] [K8S_MINORS] [PM_TAGS] [PM_RUN] bash kind/pluginmanager/minors.sh
+#   [GO] [K8S_MINORS] [PM_TAGS] [PM_RUN] [PROOF_STEP_DIR] bash kind/pluginmanager/minors.sh
 # PM_TAGS: more build tags, each with a leading comma; PM_RUN: a -run regular expression.
+# PROOF_STEP_DIR (.ci/run sets it): each minor's go test -json also in PROOF_STEP_DIR/<minor>.json,
+# and its output verbose (-test.v), for the proof map's check (docs/development.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 go=${GO:-go}
@@ -41,12 +43,22 @@ done
 
 run=()
 [[ -z ${PM_RUN:-} ]] || run=(-test.run "$PM_RUN")
+json=${PROOF_STEP_DIR:-}
+if [[ -n $json ]]; then
+  mkdir -p "$json"
+  run+=(-test.v=test2json)
+fi
 pids=()
 for m in "${built[@]}"; do
   (
     start=$SECONDS
     r=ok
     "$tmp/$m.test" -test.count=1 -test.timeout=20m "${run[@]}" >"$tmp/$m.log" 2>&1 || r=FAIL
+    if [[ -n $json ]]; then
+      # -test.v=test2json marks its framing lines with ^V: the JSON from them, the log without them.
+      $go tool test2json -t -p "kind/pluginmanager@$m" <"$tmp/$m.log" >"$json/$m.json" || r=FAIL
+      sed -e $'s/\026//' -e '/^=== NAME *$/d' <"$tmp/$m.log" >"$tmp/$m.txt" && mv "$tmp/$m.txt" "$tmp/$m.log"
+    fi
     echo "$r in $((SECONDS - start)) s" >"$tmp/$m.result"
   ) &
   pids+=($!)

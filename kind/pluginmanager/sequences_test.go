@@ -7,13 +7,14 @@ import (
 
 // Issue 43's failing sequences that a real kubelet cannot be made to
 // produce on demand (shared/reference/mode-review.md), against the kubelet's
-// plugin manager and CSI handler in-process, in either design (-design).
+// plugin manager and CSI handler in-process, against the handover.
 // Each asserts the node's final state only: the driver registered at an
 // endpoint whose driver answers, and listed in the CSINode.
 
 // liveRounds bounds, in the kubelet's reconciler rounds, how long after the
-// sequence a design may take to end registered at a live endpoint: past the
-// mode's settle (3 s), its successor wait (5 s) and a take-back's round.
+// sequence the handover may take to end registered at a live endpoint (the
+// bound the previous release's mode needed: past its settle, 3 s, its
+// successor wait, 5 s, and a take-back's round).
 const liveRounds = 15
 
 // TestLateConfirmationAtLeave (F2): A and B run, B (newer) holds the
@@ -22,14 +23,10 @@ const liveRounds = 15
 // it completes while A leaves. Then A's driver exits. The driver must end
 // registered at a live endpoint (B's driver).
 //
-// In the mode (announce) the restarted kubelet registers A's announcement
-// after B's (lostRaceFor: its validation ran before B's endpoint was
-// stored); servingSocket.retire waits for that registration's Notify, then
-// hides the socket without deciding again: the kubelet ends on A's
-// endpoint, and B, named successor, never takes it back.
+// The previous release's mode ended on A's dead endpoint (issue 43's
+// closing note).
 func TestLateConfirmationAtLeave(t *testing.T) {
 	w := newSequenceWorld(t, "lateleave.csi.test")
-	handover := handoverDesign(t)
 	ad, bd := w.podDriver("a"), w.podDriver("b")
 	a := w.startPod("a", ad, "pod-a")
 	w.waitEndpoint(registerWait, "a")
@@ -39,13 +36,9 @@ func TestLateConfirmationAtLeave(t *testing.T) {
 	w.waitEndpoint(5*time.Second, "b")
 	_ = b
 
-	// The kubelet restarts. Its registration of A's socket (the mode) or of
-	// the one socket (the handover) is held after GetInfo.
-	hold := func(ep string) bool { return handover || ep == ad.sock }
-	h := newHoldingHandler(w.h, w.name, hold)
-	if !handover {
-		h.lostRaceFor = ad.sock
-	}
+	// The kubelet restarts. Its registration of the one socket is held
+	// after GetInfo.
+	h := newHoldingHandler(w.h, w.name, func(string) bool { return true })
 	restart := time.Now()
 	w.restartKubeletWith(t, h)
 	select {
@@ -54,7 +47,7 @@ func TestLateConfirmationAtLeave(t *testing.T) {
 		t.Fatalf("the restarted kubelet did not register A's socket within %s", registerWait)
 	}
 	// A's pod is deleted (SIGTERM) while that registration is under way;
-	// it goes on one kubelet round later (within the mode's notifyWait, 3 s).
+	// it goes on one kubelet round later.
 	a.cancel()
 	a.cancel = nil
 	w.pm.waitRounds(t, 1)
@@ -94,15 +87,10 @@ func TestLateConfirmationAtLeave(t *testing.T) {
 // restarted kubelet's registration at B completes. The driver must end
 // registered at a live endpoint (B's driver).
 //
-// In the mode B, confirmed again by the restarted kubelet, unlinks by name
-// the dead sockets it finds (removeDeadAfterKubeletRestart). A kubelet that
-// keeps a path whose Notify failed in its actual state (1.34, 1.35) then
-// calls DeRegisterPlugin for A's, which unregisters the driver by name; A's
-// name in Removed makes every instance take that Remove for nothing, and A
-// left with a confirmation older than B's: nobody registers again.
+// The previous release's mode ended with the driver unregistered on
+// kubelets 1.34 and 1.35 (issue 43's closing note).
 func TestDeadSocketAfterKubeletRestart(t *testing.T) {
 	w := newSequenceWorld(t, "deadrestart.csi.test")
-	handover := handoverDesign(t)
 	ad, bd := w.podDriver("a"), w.podDriver("b")
 	a := startChild(t, "a", w.podOptions(ad, "pod-a"))
 	w.waitEndpoint(registerWait, "a")
@@ -112,16 +100,11 @@ func TestDeadSocketAfterKubeletRestart(t *testing.T) {
 	w.waitEndpoint(5*time.Second, "b")
 	_ = b
 
-	// The kubelet restarts. The mode: its registration at B's endpoint is
-	// held after GetInfo while it registers A's announcement. The handover:
-	// the one registration. A dies as the handler registered that.
-	var hold func(string) bool
-	if !handover {
-		hold = func(ep string) bool { return ep == bd.sock }
-	}
-	h := newHoldingHandler(w.h, w.name, hold)
+	// The kubelet restarts and registers the one socket; A dies as the
+	// handler registered it.
+	h := newHoldingHandler(w.h, w.name, nil)
 	killed := make(chan time.Time, 1)
-	h.after = func(ep string) bool { return handover || ep == ad.sock }
+	h.after = func(string) bool { return true }
 	h.afterDo = func() {
 		a.kill()
 		ad.srv.Stop()
@@ -134,13 +117,6 @@ func TestDeadSocketAfterKubeletRestart(t *testing.T) {
 	case at = <-killed:
 	case <-time.After(registerWait):
 		t.Fatalf("the restarted kubelet did not register what A serves within %s", registerWait)
-	}
-	if !handover {
-		select {
-		case <-h.held:
-		case <-time.After(registerWait):
-			t.Fatalf("the restarted kubelet did not register B's announcement within %s", registerWait)
-		}
 	}
 	h.let()
 

@@ -8,10 +8,11 @@ import (
 	"strings"
 )
 
-// The rolling-update mode's names and versions. They are a protocol between
-// instances of possibly different releases on one node, and between an
-// instance and the kubelet: fixed across releases (docs/design.md, "Rolling
-// updates").
+// The names and versions of the previous release's rolling-update mode
+// (before the handover). This release announces none: it parses them to
+// recognize a live announcement of that mode, which it stands by for during
+// the upgrade from it, and node tools (doctor, status) name them
+// (docs/design.md, "Upgrading from the announcements").
 //
 // An announcement socket is <prefix>_<instance>_<version>-reg.sock, where
 // prefix is the driver name (or, above RollingUpdatePrefixMax characters, its
@@ -20,9 +21,6 @@ import (
 // announcement carries: "1.<version>.0". A driver name never contains '_', so
 // no socket of node-driver-registrar, of csi-registrar without the mode, or
 // of another driver matches.
-//
-// Each instance also keeps one hidden file, .<prefix>_<instance>.birth, that
-// holds when the pod first ran (Unix milliseconds): the order of instances.
 const (
 	// RollingUpdatePrefixMax is the longest driver name used whole in a
 	// socket name: /var/lib/kubelet/plugins_registry/ (34 bytes) + prefix +
@@ -31,8 +29,6 @@ const (
 	RollingUpdatePrefixMax = 41
 	// InstanceIDLength is the length of InstanceID's result.
 	InstanceIDLength = 8
-	// BirthSuffix ends an instance's birth file.
-	BirthSuffix = ".birth"
 )
 
 // InstanceID returns the short, fixed-length name of the instance whose
@@ -106,21 +102,6 @@ func SplitRollingUpdateSocketName(name string) (prefix, instance string, version
 	return rest[:j], instance, version, true
 }
 
-// BirthFileName returns the name of an instance's birth file.
-func BirthFileName(driverName, instance string) string {
-	return "." + RollingUpdatePrefix(driverName) + "_" + instance + BirthSuffix
-}
-
-// ParseBirthFileName reports whether name is a birth file of driverName, and whose.
-func ParseBirthFileName(driverName, name string) (instance string, ok bool) {
-	rest, ok := strings.CutPrefix(name, "."+RollingUpdatePrefix(driverName)+"_")
-	if !ok {
-		return "", false
-	}
-	instance, ok = strings.CutSuffix(rest, BirthSuffix)
-	return instance, ok && isInstanceID(instance)
-}
-
 // RollingUpdateVersion is the CSI version an announcement carries: the
 // kubelet's CSI handler accepts a second registration of a name only with a
 // strictly higher version, and compares major.minor.patch as numbers.
@@ -128,7 +109,8 @@ func RollingUpdateVersion(version uint64) string {
 	return fmt.Sprintf("1.%d.0", version)
 }
 
-// ValidatePodUID checks the pod UID that turns the rolling-update mode on:
+// ValidatePodUID checks the pod UID that turns the rolling update (the
+// handover) on:
 // what the downward API's metadata.uid gives (letters, digits and '-', at
 // most 128 bytes). An unexpanded "$(POD_UID)" is refused with the fix.
 func ValidatePodUID(uid string) error {

@@ -64,19 +64,18 @@ sees the directory only as mounted in its container and cannot check this. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* Whether the rolling-update mode is on: "true" or "". rollingUpdate.enabled
-true or false decides; auto (the default) turns it on where it is proven:
-an API server of 1.34 to 1.37 (.Capabilities.KubeVersion, which is the API
-server's version: kubelets may lag it by up to three minors; docs/operating.md,
-"Where the mode is on"). */}}
+{{/* Whether the rolling update (the handover) is on: "true" or "".
+rollingUpdate.enabled true or false decides; an explicit value, so that a
+helm upgrade never changes it by itself (an earlier chart's auto followed the
+API server's version, which kubelets may lag). */}}
 {{- define "csi-registrar.rolling" -}}
 {{- $v := toString .Values.rollingUpdate.enabled -}}
-{{- if eq $v "auto" -}}
-{{- if semverCompare ">=1.34.0-0 <1.38.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
-{{- else if eq $v "true" -}}
+{{- if eq $v "true" -}}
 true
+{{- else if eq $v "auto" -}}
+{{- fail "rollingUpdate.enabled: auto is no longer a choice (it followed the API server's version, which kubelets may lag); set true (the handover, the default) or false (pods replaced one at a time)" -}}
 {{- else if ne $v "false" -}}
-{{- fail (printf "rollingUpdate.enabled: %q is not one of auto, true, false; use auto (on for an API server of 1.34 to 1.37), true or false" $v) -}}
+{{- fail (printf "rollingUpdate.enabled: %q is not one of true, false; use true (the handover, the default) or false (pods replaced one at a time)" $v) -}}
 {{- end -}}
 {{- end -}}
 

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/csi-registrar/csi-registrar/internal/platformtest"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin/sockfile"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/fsnotify/fsnotify"
@@ -361,75 +362,12 @@ func TestCloseIsRemoveOfTheName(t *testing.T) {
 	}
 }
 
-// RemoveDeadByName unlinks a dead socket by its name (the kubelet's plugin
-// watcher sees a Remove of the name, not a Rename), and leaves a live
-// socket and anything that is not a socket alone.
-func TestRemoveDeadByName(t *testing.T) {
-	dir := t.TempDir()
-	dead := filepath.Join(dir, "dead-reg.sock")
-	registrartest.StaleSocket(t, dead)
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Add(dir); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := sockfile.RemoveDeadByName(dead); !ok || err != nil {
-		t.Fatalf("RemoveDeadByName(dead) = %v, %v; want true, nil", ok, err)
-	}
-	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
-		t.Fatalf("the dead socket is still there: %v", err)
-	}
-	for seen := false; !seen; {
-		select {
-		case ev := <-w.Events:
-			if ev.Name != dead {
-				continue // the lock file
-			}
-			if !ev.Has(fsnotify.Remove) {
-				t.Fatalf("the removal was seen as %v of %s, want a Remove", ev.Op, ev.Name)
-			}
-			seen = true
-		case err := <-w.Errors:
-			t.Fatal(err)
-		case <-time.After(10 * time.Second): // hang guard
-			t.Fatal("no event for the dead socket's name")
-		}
-	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Errorf("left in the directory: %v", left)
-	}
-
-	live := filepath.Join(dir, "live-reg.sock")
-	s, err := sockfile.Listen(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if ok, err := sockfile.RemoveDeadByName(live); ok || err == nil {
-		t.Errorf("RemoveDeadByName(live) = %v, %v; want false and an error", ok, err)
-	}
-	plain := filepath.Join(dir, "file-reg.sock")
-	if err := os.WriteFile(plain, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := sockfile.RemoveDeadByName(plain); ok || err == nil {
-		t.Errorf("RemoveDeadByName(regular file) = %v, %v; want false and an error", ok, err)
-	}
-	for _, p := range []string{live, plain} {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("%s was touched: %v", filepath.Base(p), err)
-		}
-	}
-}
-
 // A listener woken by the Remove of the path meets the lock of the owner
 // that unlinked its socket and has not released the lock yet (Close
 // unlinks, then unlocks): Listen waits for the release instead of calling
 // the path in use. With a file at the path, the lock stands for it: no wait.
 func TestListenAwaitsTheReleaseAfterTheUnlink(t *testing.T) {
+	platformtest.SkipUnderEmulation(t, "the release 20 ms after Listen began must come within the lock's 100 ms wait on the real clock; an emulated goroutine on a loaded machine ran later (seen on s390x)")
 	path := filepath.Join(t.TempDir(), "d-reg.sock")
 	old, err := sockfile.Listen(path)
 	if err != nil {

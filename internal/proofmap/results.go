@@ -1,0 +1,164 @@
+package proofmap
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// What .ci/run keeps of a run in its proof directory (bin/ci), for each
+// step (by Slug of its name):
+//
+//	<slug>.log     the step's output as printed
+//	<slug>.rc      its exit code
+//	<slug>.json    go test -json of the -test.v output in the log
+//	<slug>/*.json  more go test -json (make test-pluginmanager: one a minor)
+
+// Slug is a step's file name in the proof directory: its name in lower
+// case, each run of other characters than letters and digits one "-".
+func Slug(step string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(step) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	return b.String()
+}
+
+// Verdicts.
+const (
+	Pass    = "PASS"
+	Fail    = "FAIL"
+	Skip    = "SKIP"
+	Missing = "MISSING"
+)
+
+// StepRun is what one step of a run left.
+type StepRun struct {
+	Ran  bool // its exit code was written
+	RC   int
+	Test map[string][]string // top-level test -> its go test -json actions (pass, fail, skip)
+	Log  string
+}
+
+// ReadStep reads what the step left in dir.
+func ReadStep(dir, step string) (StepRun, error) {
+	slug := Slug(step)
+	r := StepRun{Test: map[string][]string{}}
+	if b, err := os.ReadFile(filepath.Join(dir, slug+".rc")); err == nil {
+		rc, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return r, fmt.Errorf("%s: %q is not an exit code", filepath.Join(dir, slug+".rc"), b)
+		}
+		r.Ran, r.RC = true, rc
+	} else if !os.IsNotExist(err) {
+		return r, err
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, slug+".log")); err == nil {
+		r.Log = string(b)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, slug, "*.json"))
+	files = append([]string{filepath.Join(dir, slug+".json")}, files...)
+	for _, f := range files {
+		if err := readTestJSON(f, r.Test); err != nil && !os.IsNotExist(err) {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// readTestJSON adds the pass, fail and skip actions of the top-level tests
+// in a go test -json file to acts. Lines that are not JSON are ignored.
+func readTestJSON(file string, acts map[string][]string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct{ Action, Test string }
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" || strings.Contains(ev.Test, "/") {
+			continue
+		}
+		switch ev.Action {
+		case "pass", "fail", "skip":
+			acts[ev.Test] = append(acts[ev.Test], ev.Action)
+		}
+	}
+	return sc.Err()
+}
+
+var caseLine = regexp.MustCompile(`(?m)^--- ([A-Z ]+): (\S+) \(`)
+
+// asExpected is what verify prints when --expect judged every outcome.
+const asExpected = "==== every outcome as expected"
+
+// Verdict gives a row of a step that ran its verdict from what the step left.
+func Verdict(row Row, s StepRun) (string, string) {
+	if !s.Ran {
+		return Missing, "the step did not run (no exit code)"
+	}
+	switch row.Kind {
+	case Target:
+		if s.RC != 0 {
+			return Fail, fmt.Sprintf("the step exited %d", s.RC)
+		}
+		return Pass, ""
+	case Case:
+		var seen []string
+		for _, m := range caseLine.FindAllStringSubmatch(s.Log, -1) {
+			if m[2] == row.Name {
+				seen = append(seen, m[1])
+			}
+		}
+		if len(seen) == 0 {
+			return Missing, "no \"--- <verdict>: " + row.Name + "\" line in the step's output"
+		}
+		for _, v := range seen {
+			if v == "FAIL" || v == "SKIP" || v == "COULD NOT CHECK" {
+				if strings.Contains(s.Log, asExpected) {
+					return Pass, "as --expect says"
+				}
+				return Fail, "verify: " + strings.Join(seen, ", ")
+			}
+		}
+		return Pass, strings.Join(seen, ", ")
+	}
+	acts := s.Test[row.Name]
+	if len(acts) == 0 {
+		return Missing, "not in the step's go test -json"
+	}
+	has := func(a string) bool {
+		for _, x := range acts {
+			if x == a {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("fail"):
+		return Fail, ""
+	case has("pass"):
+		return Pass, ""
+	case row.Expect == ExpectSkip:
+		return Skip, "skips itself here, as the map says"
+	default:
+		return Fail, "skipped, the map wants PASS"
+	}
+}

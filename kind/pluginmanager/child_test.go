@@ -1,0 +1,63 @@
+package pluginmanager
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/csi-registrar/csi-registrar/registrar"
+)
+
+// How long the tests wait for what the registrars and the kubelet's plugin
+// manager (a reconciler round every kubeletPeriod, operations of a few ms)
+// do, and the observation windows of their "does not happen" proofs, in
+// the kubelet's reconciler rounds (kubeletPM.waitRounds).
+const (
+	registerWait = 15 * time.Second
+	// settleRounds: the plugin manager acts on a change in its next round
+	// (the plugin watcher at once); three rounds of margin.
+	settleRounds = 3
+)
+
+// childRegistrar is a registrar in a process of its own (the test binary
+// run with childEnv), which can be killed with SIGKILL.
+type childRegistrar struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startChild(t *testing.T, label string, opts registrar.Options) *childRegistrar {
+	js, err := json.Marshal(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	log := newTestLog(t, "registrar "+label+" (pid): ")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &childRegistrar{cmd: cmd, done: make(chan error, 1)}
+	go func() { c.done <- cmd.Wait() }()
+	t.Cleanup(c.kill)
+	return c
+}
+
+// kill sends SIGKILL: nothing of the registrar's cleanup runs.
+func (c *childRegistrar) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.done
+	c.done <- nil // later kills return at once
+}
+
+// restartKubelet stops the kubelet's plugin manager and starts a new one
+// on the same registration directory, with the same CSI handler: a kubelet
+// restart (its in-memory store of drivers is lost with it).
+func (w *world) restartKubelet(t *testing.T) {
+	w.pm.halt()
+	kubeletDrivers.Delete(w.name)
+	w.pm = startPluginManager(t, w.reg, w.h, w.pm.period)
+}
