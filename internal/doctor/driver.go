@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -53,8 +55,8 @@ func (d *diagnosis) inspectDriver(ctx context.Context, e *Entry) {
 	local := d.local(path)
 	if t, err := os.Readlink(local); err == nil {
 		drv.Link = t
-		d.addf(SeverityInfo, subject, "nothing to do; kubectl csi-registrar status shows which pod's driver that is",
-			"the endpoint %s is a link to %s (the handover: it follows the newest instance whose driver answers; the registration socket %s passes from pod to pod)", path, t, e.Path)
+		d.addf(SeverityInfo, subject, "nothing to do (crictl pods --id, or kubectl get pods -A -o wide, names a pod by its UID)",
+			"the endpoint %s is a link to %s: %s", path, t, handoverText(t, e.Path, d.isSocket(filepath.Join(filepath.Dir(local), handoverRendezvous))))
 	}
 	st, err := os.Stat(local)
 	switch {
@@ -193,4 +195,33 @@ func within[T any](ctx context.Context, timeout time.Duration, f func(context.Co
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return f(ctx)
+}
+
+// handoverRendezvous is the socket over which the handover's instances pass
+// the registration socket, beside the endpoint link.
+const handoverRendezvous = ".csi-registrar-handover.sock"
+
+// podSocket is a driver socket named by its pod's UID (the manifests'
+// layout: /csi/$(POD_UID).sock).
+var podSocket = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.sock$`)
+
+// handoverText explains the endpoint link of the handover: whose driver the
+// kubelet's calls reach (target, the link's), and who holds the
+// registration socket reg (rendezvous: the rendezvous socket is there).
+func handoverText(target, reg string, rendezvous bool) string {
+	whose := "the driver listening on " + target
+	if m := podSocket.FindStringSubmatch(target); m != nil {
+		whose = "the driver of the pod with UID " + m[1]
+	}
+	msg := "the handover: the kubelet's calls reach " + whose + " now; the link follows the newest instance whose driver answers Probe, and falls back to another's when that one stops answering. "
+	if rendezvous {
+		return msg + "Every running instance holds the registration socket " + reg + " (one socket, bound once; its descriptor passes to each new instance over " + handoverRendezvous + "), and each answers GetInfo alike"
+	}
+	return msg + "No rendezvous " + handoverRendezvous + " beside the link: no instance can take over the registration socket " + reg + " from the one that bound it (a registrar that is not running, or one without the handover)"
+}
+
+// isSocket reports whether the local path is a socket.
+func (d *diagnosis) isSocket(local string) bool {
+	st, err := os.Stat(local)
+	return err == nil && st.Mode().Type() == fs.ModeSocket
 }

@@ -115,10 +115,10 @@ func checkModeManifests(spec *driverspec.Spec) modeFinding {
 	}
 	if mode {
 		if w.Kind == "DaemonSet" && !surges(w) {
-			f.Blocking = append(f.Blocking, fmt.Sprintf("%s has maxSurge %s: the old pod leaves before the new one starts, so the mode has no successor to hand over to. Fix: maxSurge 1, maxUnavailable 0", w, orDash(w.MaxSurge)))
+			f.Blocking = append(f.Blocking, fmt.Sprintf("%s has maxSurge %s: the old pod leaves before the new one starts, so the mode has no successor to hand over to (the registration socket), and the driver's calls stop until the new pod runs. Fix: maxSurge 1, maxUnavailable 0", w, orDash(w.MaxSurge)))
 		}
 		if sock != "" && !perPod(sock) {
-			f.Blocking = append(f.Blocking, fmt.Sprintf("the driver's CSI socket %s is the same path for every pod: the new instance's socket replaces the old one's while the old instance still serves. Fix: a socket per pod, e.g. /csi/$(POD_UID).sock with POD_UID from the downward API, in the driver's --endpoint, the registrar's --csi-address and --kubelet-registration-path", sock))
+			f.Blocking = append(f.Blocking, fmt.Sprintf("the driver's CSI socket %s is the same path for every pod: the new instance's socket replaces the old one's while the old instance still serves, and the endpoint link the kubelet dials (csi-endpoint.sock) has no instance of its own to point at, to move forward or fall back. Fix: a socket per pod, e.g. /csi/$(POD_UID).sock with POD_UID from the downward API, in the driver's --endpoint, the registrar's --csi-address and --kubelet-registration-path", sock))
 		}
 		return f
 	}

@@ -76,6 +76,14 @@ func (s *suite) newerDriverFails(t *check) {
 		t.Fatal(err)
 	}
 	old := s.podOn(t, ctx, n)
+	switch h, err := s.handoverOn(ctx, n, old); {
+	case err != nil:
+		t.Fatal(err)
+	case h.on():
+		t.Logf("the handover on %s: the registration socket %s, the endpoint link %s -> %s", n, s.d.regSocket(), handoverLinkName, h.Link)
+		s.newerDriverFailsHandover(t, ctx, n, old, was, nodeRec, cnRec, podRec, ds.Spec.MinReadySeconds)
+		return
+	}
 	seen := r5Seen{oldPod: old.Name, oldSock: s.socketFor(old)}
 	oldGoing := func(st record.State) bool {
 		p := st.Pod(string(old.UID))

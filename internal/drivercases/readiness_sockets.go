@@ -18,7 +18,8 @@ import (
 type socketSample struct {
 	at          time.Time
 	present     map[string]bool
-	oldDeleting bool // the old pod was deleted (its instance got SIGTERM) or gone
+	oldDeleting bool   // the old pod was deleted (its instance got SIGTERM) or gone
+	link        string // the handover's endpoint link's target ("" none)
 }
 
 // socketRecord is what R2 saw of the socket directory during its rollout,
@@ -51,10 +52,14 @@ func (s *suite) sampleSockets(ctx context.Context, node, dir string, old *corev1
 		defer close(x.done)
 		for {
 			at := time.Now()
-			out, err := s.cl.Node.NodeSh(ctx, node, `find "$1" -mindepth 1 -maxdepth 1 -type s -printf '%f\n'`, dir)
+			out, err := s.cl.Node.NodeSh(ctx, node, `find "$1" -mindepth 1 -maxdepth 1 \( -type s -printf '%f\n' -o -type l -name '`+handoverLinkName+`' -printf '->%l\n' \)`, dir)
 			if err == nil {
 				smp := socketSample{at: at, present: map[string]bool{}}
 				for _, f := range strings.Fields(out) {
+					if t, ok := strings.CutPrefix(f, "->"); ok {
+						smp.link = t
+						continue
+					}
 					smp.present[f] = true
 				}
 				p, gerr := s.cl.Client.CoreV1().Pods(old.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
@@ -102,6 +107,39 @@ func judgeSockets(r *socketRecord) []string {
 	if last.oldDeleting && last.present[r.old] {
 		out = append(out, fmt.Sprintf("the old instance's socket %s is still there after its pod is gone: an instance must remove its own socket when it stops (sockets named by pod pile up in the directory). See %s", r.old, ReadinessDoc))
 	}
+	return append(out, judgeLink(r)...)
+}
+
+// judgeLink says what R2's samples show of the handover's endpoint link
+// (none when no sample saw one: not the handover): the kubelet dials it for
+// every call, so it must stay, name one instance's own socket and, after
+// the rollout, the new instance's.
+func judgeLink(r *socketRecord) []string {
+	var out []string
+	linked, newSeen := false, false
+	for _, smp := range r.samples {
+		newSeen = newSeen || smp.present[r.new]
+		switch {
+		case smp.link != "":
+			linked = true
+		case linked:
+			who := "something other than the registrars"
+			if newSeen {
+				who = "probably the new instance's driver (its socket " + r.new + " was there)"
+			}
+			out = append(out, fmt.Sprintf("the endpoint link %s disappeared at +%.1f s: %s removed it, and every call of the kubelet fails until a registrar puts it back (the kubelet dials it, not the instances' sockets). Fix: remove only your own socket (the path of your --endpoint), never the directory's other files. See %s",
+				handoverLinkName, smp.at.Sub(r.t0).Seconds(), who, ReadinessDoc))
+			return out
+		}
+		if smp.link != "" && smp.link != r.old && smp.link != r.new {
+			out = append(out, fmt.Sprintf("the endpoint link %s pointed at %s at +%.1f s, neither instance's own socket (%s, %s): the handover moves it between per-pod sockets. Fix: a socket per pod (/csi/$(POD_UID).sock). See %s",
+				handoverLinkName, smp.link, smp.at.Sub(r.t0).Seconds(), r.old, r.new, ReadinessDoc))
+			return out
+		}
+	}
+	if last := r.samples[len(r.samples)-1]; linked && last.link != r.new {
+		out = append(out, fmt.Sprintf("after the rollout the endpoint link %s points at %q, not at the new instance's socket %s: the kubelet's calls reach no running driver. See %s", handoverLinkName, last.link, r.new, ReadinessDoc))
+	}
 	return out
 }
 
@@ -120,7 +158,8 @@ func presentList(s socketSample) string {
 // R3. Each instance serves and removes only its own CSI socket: from R2's
 // rollout, the old instance's socket stays while the old pod runs (the new
 // instance did not remove it), the new one's is there at the end, the old
-// one's is gone once its pod is.
+// one's is gone once its pod is. With the handover, the endpoint link
+// stays, names one instance's own socket and, at the end, the new one's.
 func (s *suite) ownSocket(t *check) {
 	if s.blockRoll != "" {
 		t.Skipf("R1: %s", s.blockRoll)
@@ -139,8 +178,30 @@ func (s *suite) ownSocket(t *check) {
 	}
 	r := s.sockets
 	t.Logf("%d listings of %s during the rollout; old socket %s, new socket %s", len(r.samples), path.Dir(d.spec.HostSocket), r.old, r.new)
+	if l := linkTargets(r.samples); l != "" {
+		t.Logf("the endpoint link %s (the handover) pointed at: %s", handoverLinkName, l)
+	}
 	for _, p := range judgeSockets(r) {
 		s.socketThief = s.socketThief || strings.Contains(p, "not its own")
 		t.Errorf("%s", p)
 	}
+}
+
+// linkTargets lists the link's targets in the order seen, each once in a
+// row ("" when no sample saw a link).
+func linkTargets(samples []socketSample) string {
+	var l []string
+	for _, smp := range samples {
+		t := smp.link
+		if t == "" {
+			t = "(none)"
+		}
+		if len(l) == 0 || l[len(l)-1] != t {
+			l = append(l, t)
+		}
+	}
+	if len(l) == 1 && l[0] == "(none)" || len(l) == 0 {
+		return ""
+	}
+	return strings.Join(l, " -> ")
 }

@@ -279,7 +279,7 @@ func (s *suite) regSocket(t *check, ctx context.Context, node string) NodeFile {
 	if len(o) != 1 || !s.d.isRegSocket(o[0].Name) || !o[0].Socket {
 		want := "the socket " + s.d.regSocket()
 		if s.d.rolling() {
-			want = "one announcement socket " + s.d.regSocketText() + "<instance>_<version>-reg.sock (the rolling-update mode)"
+			want = "the socket " + s.d.regSocket() + " (the handover) or one announcement socket " + s.d.regSocketText() + "<instance>_<version>-reg.sock (the rolling-update mode)"
 		}
 		t.Fatalf("%s on %s: files of the driver %q, want exactly %s", PluginsRegistry, node, names(o), want)
 	}

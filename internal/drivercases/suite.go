@@ -118,13 +118,17 @@ func (d *driverUnderTest) regSocket() string { return d.name + "-reg.sock" }
 func (d *driverUnderTest) rolling() bool { return d.spec.RollingUpdate != "" }
 
 // isRegSocket reports whether name is the driver's registration socket:
-// d.regSocket(), or with the mode an announcement socket of the driver.
+// d.regSocket() (also the handover's, passed from pod to pod), or with the
+// mode an announcement socket of the driver.
 func (d *driverUnderTest) isRegSocket(name string) bool {
+	if name == d.regSocket() {
+		return true
+	}
 	if d.rolling() {
 		_, _, ok := csiplugin.ParseRollingUpdateSocketName(d.name, name)
 		return ok
 	}
-	return name == d.regSocket()
+	return false
 }
 
 // regSocketText names the registration socket in messages and is in every
@@ -148,8 +152,9 @@ func (d *driverUnderTest) files(all []NodeFile) []NodeFile {
 }
 
 // currentRegSocket returns the name of the driver's registration socket on
-// node: d.regSocket(), or with the mode the announcement with the highest
-// version (the one the kubelet took last).
+// node: d.regSocket() (also the handover's), or with the mode's
+// announcements the one with the highest version (the one the kubelet took
+// last).
 func (s *suite) currentRegSocket(ctx context.Context, node string) (string, error) {
 	d := s.d
 	if !d.rolling() {
@@ -161,12 +166,15 @@ func (s *suite) currentRegSocket(ctx context.Context, node string) (string, erro
 	}
 	name, top := "", uint64(0)
 	for _, f := range files {
+		if f.Name == d.regSocket() && f.Socket {
+			return f.Name, nil // the handover's
+		}
 		if _, v, ok := csiplugin.ParseRollingUpdateSocketName(d.name, f.Name); ok && f.Socket && (name == "" || v > top) {
 			name, top = f.Name, v
 		}
 	}
 	if name == "" {
-		return "", fmt.Errorf("no announcement socket %s<instance>_<version>-reg.sock of the rolling-update mode in %s on %s (%s)", d.regSocketText(), PluginsRegistry, node, d.spec.RollingUpdate)
+		return "", fmt.Errorf("no registration socket %s (the handover's) nor announcement socket %s<instance>_<version>-reg.sock of the rolling-update mode in %s on %s (%s)", d.regSocket(), d.regSocketText(), PluginsRegistry, node, d.spec.RollingUpdate)
 	}
 	return name, nil
 }
