@@ -306,6 +306,14 @@ func cleanupReadiness(t *testing.T) {
 	if err := cl.Client.CoreV1().Nodes().Delete(ctx, otherNodeName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("delete node %s: %v", otherNodeName, err)
 	}
+	// Applying the base over the overlay's DaemonSet cannot take its service
+	// account away: the API server copies the deprecated spec.serviceAccount
+	// back into serviceAccountName, and the pods created after the account is
+	// deleted below are refused (seen on kind: TestStatus found 2 pods of 3).
+	// So the overlay's objects go, and the base is created anew.
+	if err := cl.Delete(ctx, plainDir); err != nil {
+		t.Errorf("delete %s: %v", plainDir, err)
+	}
 	restoreBase(t)
 	if _, err := cl.Kubectl(ctx, "delete", "serviceaccount", readinessSA, "-n", cl.Namespace, "--ignore-not-found"); err != nil {
 		t.Errorf("delete serviceaccount: %v", err)
