@@ -79,20 +79,7 @@ func (h *handoverLoop) askPeers() {
 // rendezvous still not its own, it takes it here, or joins (and asks) the
 // instance that holds it now.
 func (h *handoverLoop) awaitHolder(deadline time.Time) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	for h.rv == nil && len(h.staying()) == 0 && len(h.peers) > 0 {
-		select {
-		case ev := <-h.peerEvents:
-			h.onPeer(ev)
-		case <-h.signalC():
-			h.onKubelet()
-		case reply := <-h.r.ping:
-			close(reply)
-		case <-t.C:
-			return
-		}
-	}
+	h.leaveWait(deadline, func() bool { return h.rv != nil || len(h.staying()) > 0 || len(h.peers) == 0 })
 	if h.rv == nil && len(h.peers) == 0 {
 		h.lock.Do(h.rejoin)
 		if len(h.peers) > 0 {
@@ -115,20 +102,7 @@ func (h *handoverLoop) staying() []*instance {
 // awaitAnswers waits, at most helloWait, until every peer answered the
 // leave (staying or leaving) or is gone.
 func (h *handoverLoop) awaitAnswers() {
-	t := time.NewTimer(helloWait)
-	defer t.Stop()
-	for !h.allAnswered() {
-		select {
-		case ev := <-h.peerEvents:
-			h.onPeer(ev)
-		case <-h.signalC():
-			h.onKubelet()
-		case reply := <-h.r.ping:
-			close(reply)
-		case <-t.C:
-			return
-		}
-	}
+	h.leaveWait(time.Now().Add(helloWait), h.allAnswered)
 }
 
 func (h *handoverLoop) allAnswered() bool {
@@ -148,9 +122,16 @@ func (h *handoverLoop) awaitSuccessor(deadline time.Time) {
 	if h.rv == nil {
 		return
 	}
+	h.leaveWait(deadline, func() bool { return len(h.staying()) > 0 })
+}
+
+// leaveWait is the control loop while leaving: it handles the peers' events,
+// the kubelet's verdicts and pings until done reports true or deadline
+// passes.
+func (h *handoverLoop) leaveWait(deadline time.Time, done func() bool) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
-	for len(h.staying()) == 0 {
+	for !done() {
 		select {
 		case ev := <-h.peerEvents:
 			h.onPeer(ev)

@@ -310,7 +310,7 @@ func (h *handoverLoop) loop(ctx context.Context) error {
 			h.onPeer(ev)
 		case <-h.signalC():
 			h.onKubelet()
-		case <-h.retryC():
+		case <-timerC(h.retry):
 			h.onRetryDue()
 		case <-timerC(h.unheard):
 			h.onUnheard()
@@ -435,13 +435,6 @@ func (h *handoverLoop) stopRetry() {
 		h.retry.Stop()
 		h.retry = nil
 	}
-}
-
-func (h *handoverLoop) retryC() <-chan time.Time {
-	if h.retry == nil {
-		return nil
-	}
-	return h.retry.C
 }
 
 // onRetryDue re-announces the socket when the kubelet's last word is still
