@@ -25,6 +25,7 @@ const (
 // run with childEnv), which can be killed with SIGKILL.
 type childRegistrar struct {
 	cmd  *exec.Cmd
+	log  *testLog
 	done chan error
 }
 
@@ -40,10 +41,25 @@ func startChild(t *testing.T, label string, opts registrar.Options) *childRegist
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &childRegistrar{cmd: cmd, done: make(chan error, 1)}
+	c := &childRegistrar{cmd: cmd, log: log, done: make(chan error, 1)}
 	go func() { c.done <- cmd.Wait() }()
 	t.Cleanup(c.kill)
 	return c
+}
+
+// waitConfirmed returns once the kubelet's confirmation (Notify) reached
+// the registrar. A kill before that fails the kubelet's Notify, and
+// kubelets from 1.37 on then deregister the driver they just registered:
+// a row that kills a registered registrar must wait for this first.
+func (c *childRegistrar) waitConfirmed(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(registerWait)
+	for c.log.count("the kubelet confirmed the registration") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet's confirmation did not reach the registrar in %s", registerWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // kill sends SIGKILL: nothing of the registrar's cleanup runs.
