@@ -182,6 +182,12 @@ release: ## VERSION=vX.Y.Z: binaries (linux amd64, arm/v7, arm64, ppc64le, s390x
 test-platforms: ## csi-registrar --version and the registrar's test packages for linux arm/v7, arm64, ppc64le, s390x under qemu-user (installs it), each printing its GOARCH
 	GO=$(GO) VERSION=$(VERSION) TAGS=$(RELEASE_TAGS) LDFLAGS='$(LDFLAGS)' PLATFORMS="$(PLATFORMS)" bash kind/test-platforms.sh
 
+# .ci/run runs the gate and one slice of the long form; this runs the long form alone (docs/development.md
+# "The gate and the slices"), and records each slice that passed in .ci/slices.tsv (commit it).
+.PHONY: ci-full
+ci-full: ## the long form of CI without the gate: every slice of .ci/run (SLICE=N: one), each ~10 min warm; records the green ones in .ci/slices.tsv
+	CI_GATE=0 CI_SLICE=$(or $(SLICE),all) bash .ci/run
+
 -include kind/localnode/localnode.mk
 -include kind/kind.mk
 -include kind/storage/storage.mk

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
@@ -17,31 +18,66 @@ type Step struct {
 	Name   string
 	Target string            // the make target it runs
 	Vars   map[string]string // the VAR=value words of its make command
+	Slice  int               // the slice of the long form it belongs to; 0: the gate
 	Line   int
 }
 
-var runLine = regexp.MustCompile(`^run "([^"]+)" (.*)$`)
+// Slice is one `slice N "TITLE" PATHS...` of .ci/run: the steps after it,
+// up to the next slice, are a part of the long form that .ci/run runs in
+// turn, one a run (make ci-full runs them all).
+type Slice struct {
+	N     int
+	Title string
+	Paths []string // what the slice proves: changes under them make its last green run stale
+	Line  int
+}
+
+var (
+	runLine   = regexp.MustCompile(`^run "([^"]+)" (.*)$`)
+	sliceLine = regexp.MustCompile(`^slice ([0-9]+) (.*)$`)
+)
 
 // ReadSteps reads the steps of a .ci/run script: its `run "NAME" make
 // [--flags] TARGET [VAR=value...]` lines, continuation lines joined.
 func ReadSteps(file string) ([]Step, error) {
+	steps, _, err := ReadCI(file)
+	return steps, err
+}
+
+// ReadCI reads the steps and the slices of a .ci/run script.
+func ReadCI(file string) ([]Step, []Slice, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var steps []Step
+	var parts []Slice
+	current := 0
 	for _, l := range logicalLines(string(b)) {
+		if m := sliceLine.FindStringSubmatch(l.text); m != nil {
+			words, err := shellWords(m[2])
+			if err != nil || len(words) < 2 {
+				return nil, nil, fmt.Errorf("%s:%d: %q: want `slice N \"TITLE\" PATHS...`", file, l.line, l.text)
+			}
+			n, _ := strconv.Atoi(m[1])
+			if n != len(parts)+1 {
+				return nil, nil, fmt.Errorf("%s:%d: slice %d after slice %d: number the slices 1, 2, ... in order", file, l.line, n, len(parts))
+			}
+			parts = append(parts, Slice{N: n, Title: words[0], Paths: words[1:], Line: l.line})
+			current = n
+			continue
+		}
 		m := runLine.FindStringSubmatch(l.text)
 		if m == nil {
 			continue
 		}
 		words, err := shellWords(m[2])
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: step %q: %v", file, l.line, m[1], err)
+			return nil, nil, fmt.Errorf("%s:%d: step %q: %v", file, l.line, m[1], err)
 		}
-		s := Step{Name: m[1], Vars: map[string]string{}, Line: l.line}
+		s := Step{Name: m[1], Vars: map[string]string{}, Slice: current, Line: l.line}
 		if len(words) == 0 || words[0] != "make" {
-			return nil, fmt.Errorf("%s:%d: step %q runs %q: want `make TARGET [VAR=value...]` (the proof map's test reads only make steps)", file, l.line, m[1], m[2])
+			return nil, nil, fmt.Errorf("%s:%d: step %q runs %q: want `make TARGET [VAR=value...]` (the proof map's test reads only make steps)", file, l.line, m[1], m[2])
 		}
 		for _, w := range words[1:] {
 			switch {
@@ -52,18 +88,23 @@ func ReadSteps(file string) ([]Step, error) {
 			case s.Target == "":
 				s.Target = w
 			default:
-				return nil, fmt.Errorf("%s:%d: step %q runs more than one target (%s, %s): one target a step", file, l.line, m[1], s.Target, w)
+				return nil, nil, fmt.Errorf("%s:%d: step %q runs more than one target (%s, %s): one target a step", file, l.line, m[1], s.Target, w)
 			}
 		}
 		if s.Target == "" {
-			return nil, fmt.Errorf("%s:%d: step %q names no make target", file, l.line, m[1])
+			return nil, nil, fmt.Errorf("%s:%d: step %q names no make target", file, l.line, m[1])
 		}
 		steps = append(steps, s)
 	}
 	if len(steps) == 0 {
-		return nil, fmt.Errorf("%s: no `run \"NAME\" make ...` step", file)
+		return nil, nil, fmt.Errorf("%s: no `run \"NAME\" make ...` step", file)
 	}
-	return steps, nil
+	for _, sl := range parts {
+		if !slices.ContainsFunc(steps, func(s Step) bool { return s.Slice == sl.N }) {
+			return nil, nil, fmt.Errorf("%s:%d: slice %d has no step", file, sl.Line, sl.N)
+		}
+	}
+	return steps, parts, nil
 }
 
 type logicalLine struct {

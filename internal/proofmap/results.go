@@ -16,6 +16,7 @@ import (
 //
 //	<slug>.log     the step's output as printed
 //	<slug>.rc      its exit code
+//	<slug>.skipped instead of the rest: the step's slice (0: the gate), which this run did not choose
 //	<slug>.json    go test -json of the -test.v output in the log
 //	<slug>/*.json  more go test -json (make test-pluginmanager: one a minor)
 
@@ -44,14 +45,21 @@ const (
 	Fail    = "FAIL"
 	Skip    = "SKIP"
 	Missing = "MISSING"
+	// NotChosen: the step is in a part of CI (the gate or a slice) that
+	// this run did not choose; it proves nothing here, and fails nothing.
+	NotChosen = "NOT IN THIS RUN"
 )
 
 // StepRun is what one step of a run left.
 type StepRun struct {
-	Ran  bool // its exit code was written
-	RC   int
-	Test map[string][]string // top-level test -> its go test -json actions (pass, fail, skip)
-	Log  string
+	Ran bool // its exit code was written
+	RC  int
+	// Skipped: the run did not choose the step's part of CI; Part is that
+	// part (a slice's number, 0 for the gate).
+	Skipped bool
+	Part    int
+	Test    map[string][]string // top-level test -> its go test -json actions (pass, fail, skip)
+	Log     string
 }
 
 // ReadStep reads what the step left in dir.
@@ -64,6 +72,15 @@ func ReadStep(dir, step string) (StepRun, error) {
 			return r, fmt.Errorf("%s: %q is not an exit code", filepath.Join(dir, slug+".rc"), b)
 		}
 		r.Ran, r.RC = true, rc
+	} else if !os.IsNotExist(err) {
+		return r, err
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, slug+".skipped")); err == nil {
+		part, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return r, fmt.Errorf("%s: %q is not a slice's number", filepath.Join(dir, slug+".skipped"), b)
+		}
+		r.Skipped, r.Part = true, part
 	} else if !os.IsNotExist(err) {
 		return r, err
 	}
@@ -110,6 +127,12 @@ const asExpected = "==== every outcome as expected"
 
 // Verdict gives a row of a step that ran its verdict from what the step left.
 func Verdict(row Row, s StepRun) (string, string) {
+	if !s.Ran && s.Skipped {
+		if s.Part == 0 {
+			return NotChosen, "the gate, left out of this run"
+		}
+		return NotChosen, fmt.Sprintf("slice %d, another run's", s.Part)
+	}
 	if !s.Ran {
 		return Missing, "the step did not run (no exit code)"
 	}

@@ -9,7 +9,8 @@ import (
 // subtest), TestFails and TestSkips; make-test-pluginmanager/1.37.json is
 // `go tool test2json` of the same package's `go test -v` output (as .ci/run
 // and minors.sh write it), that step exiting 1; the .log files are verify's
-// case lines as drivercases prints them.
+// case lines as drivercases prints them; make-e2e-storage.skipped is what
+// .ci/run leaves for a step of a slice it did not choose.
 func TestVerdicts(t *testing.T) {
 	const dir = "testdata/run"
 	for _, c := range []struct {
@@ -30,6 +31,8 @@ func TestVerdicts(t *testing.T) {
 		{Row{Proof: Proof{Case, "6_rollout"}, Step: "make e2e-driver (5 layouts)", Expect: ExpectPass}, Fail},
 		{Row{Proof: Proof{Case, "2_registrar_pod_deleted"}, Step: "make e2e-driver (5 layouts)", Expect: ExpectPass}, Missing},
 		{Row{Proof: Proof{Case, "R1_mode_manifests"}, Step: "make e2e-notready", Expect: ExpectPass}, Pass},
+		// make-e2e-storage.skipped: a step of slice 3, which this run did not choose.
+		{Row{Proof: Proof{Target, "e2e-storage"}, Step: "make e2e-storage", Expect: ExpectPass}, NotChosen},
 	} {
 		s, err := ReadStep(dir, c.row.Step)
 		if err != nil {

@@ -32,7 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	runs := map[string]proofmap.StepRun{}
-	bad := 0
+	bad, checked := 0, 0
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', tabwriter.Debug)
 	fmt.Fprintln(tw, "proof \t step \t verdict")
 	for _, r := range m.Rows {
@@ -48,8 +48,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			runs[r.Step] = s
 		}
 		v, why := proofmap.Verdict(r, s)
-		if v == proofmap.Fail || v == proofmap.Missing {
+		switch v {
+		case proofmap.Fail, proofmap.Missing:
 			bad++
+		case proofmap.NotChosen:
+		default:
+			checked++
 		}
 		if why != "" {
 			why = " (" + why + ")"
@@ -57,10 +61,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s \t %s \t %s%s\n", r.Proof, r.Step, v, why)
 	}
 	tw.Flush()
+	if bad == 0 && checked == 0 {
+		fmt.Fprintf(stderr, "proofcheck: no proof of the map was run in %s: is it a .ci/run run's proof directory?\n", *dir)
+		return 1
+	}
 	if bad > 0 {
 		fmt.Fprintf(stderr, "proofcheck: %d proofs mapped to this run did not pass (FAIL or MISSING above; the map: %s)\n", bad, *mapFile)
 		return 1
 	}
-	fmt.Fprintln(stdout, "proofcheck: every proof mapped to this run passed")
+	fmt.Fprintf(stdout, "proofcheck: every proof mapped to this run passed (%d)\n", checked)
 	return 0
 }

@@ -39,6 +39,15 @@ func TestRun(t *testing.T) {
 			"| `TestFails` | e2e | `make e2e` | PASS | |",
 			"| `e2e-kind` | target | `make e2e-kind` | PASS | |",
 		}, 1, []string{"e2e TestFails", "FAIL", "target e2e-kind", "MISSING"}},
+		// A step of a slice this run did not choose fails nothing...
+		{[]string{
+			"| `TestPasses` | e2e | `make e2e` | PASS | |",
+			"| `e2e-storage` | target | `make e2e-storage` | PASS | |",
+		}, 0, []string{"target e2e-storage", "NOT IN THIS RUN (slice 3, another run's)", "passed (1)"}},
+		// ...but a run that proved nothing of the map fails.
+		{[]string{
+			"| `e2e-storage` | target | `make e2e-storage` | PASS | |",
+		}, 1, []string{"NOT IN THIS RUN"}},
 	} {
 		var out, errOut bytes.Buffer
 		code := run([]string{"-dir", dir, "-map", writeMap(t, c.rows...)}, &out, &errOut)
