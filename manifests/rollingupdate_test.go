@@ -32,11 +32,6 @@ const podUIDPlaceholder = "$(POD_UID)"
 // UUID, 36 characters): what the placeholder becomes on a node.
 const examplePodUID = "0d8c4c6e-5b8f-4a53-9a0e-1f2a3b4c5d6e"
 
-// maxAnnouncementVersion is the largest version in the name of an
-// announcement socket: 13 digits (Unix milliseconds until 2286), as the
-// registrar's own length check assumes (registrar/rolling.go).
-const maxAnnouncementVersion = 9_999_999_999_999
-
 // longDriverName is as long as a driver name can be (63 characters, the
 // limit of a CSIDriver object's name).
 const longDriverName = "driver-name-of-the-longest-length-kubernetes-allows.example.com"
@@ -127,10 +122,9 @@ func TestChartRollingUpdate(t *testing.T) {
 // does not: the kubelet could not dial it and the registrar refuses it. Such
 // a driver must serve its sockets from a shorter directory; the chart does so
 // by itself (templates/_helpers.tpl, "csi-registrar.socketDir": the first 16
-// hex digits of the name's SHA-256). The registration sockets need nothing
-// of the kind: the registrar shortens a name above 41 characters in their
-// names (csiplugin.RollingUpdatePrefix), which at the default kubelet root
-// makes exactly 107 bytes.
+// hex digits of the name's SHA-256). The registration socket,
+// <driver>-reg.sock, is the same with the handover and without it: 106
+// bytes for that name at the default kubelet root.
 func TestSocketPathLengths(t *testing.T) {
 	hostPath := func(dir string) string {
 		return path.Join(defaultKubeletDir, "plugins", dir, examplePodUID+".sock")
@@ -145,10 +139,9 @@ func TestSocketPathLengths(t *testing.T) {
 	if err := csiplugin.ValidateHostSocketPath("kubelet registration path", p); err == nil {
 		t.Errorf("%s (%d bytes) passes the registrar's check", p, len(p))
 	}
-	reg := path.Join(defaultKubeletDir, "plugins_registry",
-		csiplugin.RollingUpdateSocketName(longDriverName, csiplugin.InstanceID(examplePodUID), maxAnnouncementVersion))
-	if len(reg) != csiplugin.MaxSocketPathLength {
-		t.Errorf("%s: %d bytes, want exactly %d", reg, len(reg), csiplugin.MaxSocketPathLength)
+	reg := path.Join(defaultKubeletDir, "plugins_registry", longDriverName+csiplugin.RegistrationSocketSuffix)
+	if len(reg) != 106 {
+		t.Errorf("%s: %d bytes, want 106", reg, len(reg))
 	}
 
 	// The chart, with that name: a short directory, in every path.
@@ -181,22 +174,21 @@ func TestChartSocketPaths(t *testing.T) {
 				set := map[string]any{"kubeletDir": root, "driverName": name, "rollingUpdate": map[string]any{"enabled": rolling}}
 				objs, err := renderChart(set)
 				// What must not fit for the chart to refuse: the registration
-				// sockets the kubelet dials, or a directory of 8 characters
-				// when the name does not fit.
+				// socket the kubelet dials (with the handover or without), or
+				// a directory of 8 characters when the name does not fit.
 				file := "csi.sock"
 				if rolling {
 					file = examplePodUID + ".sock"
 				}
 				room := csiplugin.MaxSocketPathLength - len(path.Join(root, "plugins", "", file)) - 1
-				reg := path.Join(root, "plugins_registry",
-					csiplugin.RollingUpdateSocketName(name, csiplugin.InstanceID(examplePodUID), maxAnnouncementVersion))
+				reg := path.Join(root, "plugins_registry", name+csiplugin.RegistrationSocketSuffix)
 				noRoom := len(name) > room && room < 8
-				mustFail := noRoom || rolling && len(reg) > csiplugin.MaxSocketPathLength
+				mustFail := noRoom || len(reg) > csiplugin.MaxSocketPathLength
 				switch {
 				case err != nil && noRoom:
 					seen["refused: no room for a directory"]++
 				case err != nil:
-					seen["refused: registration sockets too long"]++
+					seen["refused: registration socket too long"]++
 				case len(name) > room:
 					seen["rendered with a short directory"]++
 				default:
@@ -397,16 +389,21 @@ func checkRollingUpdate(t *testing.T, ds *appsv1.DaemonSet, driverName, registra
 }
 
 // checkSocketLengths checks, for a pod UID of 36 characters, that the
-// driver's socket and the announcement sockets fit where the kubelet dials
-// them.
+// driver's socket, the handover's files beside it and the registration
+// socket fit where the kubelet and the registrars dial them.
 func checkSocketLengths(t *testing.T, s rollingSockets) {
 	t.Helper()
 	host := strings.ReplaceAll(s.host, podUIDPlaceholder, examplePodUID)
 	if err := csiplugin.ValidateHostSocketPath("the driver's socket on the node", host); err != nil {
 		t.Error(err)
 	}
-	reg := path.Join(s.regDir, csiplugin.RollingUpdateSocketName(s.driverName, csiplugin.InstanceID(examplePodUID), maxAnnouncementVersion))
-	if err := csiplugin.CheckSocketPathLength("announcement socket", reg, ""); err != nil {
+	for _, f := range []string{"csi-endpoint.sock", ".csi-registrar-handover.sock"} {
+		if err := csiplugin.ValidateHostSocketPath("the handover's "+f, path.Join(path.Dir(host), f)); err != nil {
+			t.Error(err)
+		}
+	}
+	reg := path.Join(s.regDir, s.driverName+csiplugin.RegistrationSocketSuffix)
+	if err := csiplugin.CheckSocketPathLength("registration socket", reg, ""); err != nil {
 		t.Error(err)
 	}
 }

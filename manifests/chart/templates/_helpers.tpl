@@ -21,7 +21,7 @@ app.kubernetes.io/part-of: csi-registrar
 {{- end -}}
 
 {{/* The driver's CSI socket file in the socket directory: with the
-rolling-update mode, each pod's own, named by its UID (POD_UID, from the
+handover, each pod's own, named by its UID (POD_UID, from the
 downward API; the kubelet expands $(POD_UID) in args and env values). */}}
 {{- define "csi-registrar.socketFile" -}}
 {{- if include "csi-registrar.rolling" . -}}$(POD_UID).sock{{- else -}}csi.sock{{- end -}}
@@ -30,7 +30,9 @@ downward API; the kubelet expands $(POD_UID) in args and env values). */}}
 {{/* The driver's socket directory under <kubeletDir>/plugins/: the driver
 name, unless <kubeletDir>/plugins/<name>/<socket file> would exceed the 107
 bytes of a unix socket address (pod UIDs are 36 characters: with the
-rolling-update mode a 63-character name at the default root makes 130 bytes).
+handover a 63-character name at the default root makes 130 bytes; the
+handover's other files there, csi-endpoint.sock and
+.csi-registrar-handover.sock, are shorter).
 Then the first 16 hex digits of the name's SHA-256 (fewer if only fewer fit):
 `printf %s <name> | sha256sum | cut -c1-16` on a node finds it. */}}
 {{- define "csi-registrar.socketDir" -}}
@@ -47,20 +49,17 @@ Then the first 16 hex digits of the name's SHA-256 (fewer if only fewer fit):
 {{- end -}}
 {{- end -}}
 
-{{/* Fails when the rolling-update mode's registration sockets would not fit
-a unix socket address where the kubelet dials them:
-<kubeletDir>/plugins_registry/<prefix>_<8 hex digits>_<13 digits>-reg.sock,
-where prefix is the driver name up to 41 characters (the registrar shortens a
-longer one to 41: registrar/csiplugin.RollingUpdatePrefix). The registrar
-sees the directory only as mounted in its container and cannot check this. */}}
-{{- define "csi-registrar.checkRollingUpdate" -}}
-{{- if include "csi-registrar.rolling" . -}}
+{{/* Fails when the registration socket would not fit a unix socket address
+where the kubelet dials it: <kubeletDir>/plugins_registry/<driverName>-reg.sock
+(with the handover or without it: the same socket, named as upstream names
+it). The registrar sees the directory only as mounted in its container and
+cannot check this. */}}
+{{- define "csi-registrar.checkRegistrationPath" -}}
 {{- $root := include "csi-registrar.kubeletDir" . -}}
 {{- $name := include "csi-registrar.driverName" . -}}
-{{- $n := add (len $root) (len "/plugins_registry/") (min (len $name) 41) (len "_12345678_1234567890123-reg.sock") -}}
+{{- $n := add (len $root) (len "/plugins_registry/") (len $name) (len "-reg.sock") -}}
 {{- if gt $n 107 -}}
-{{- fail (printf "rollingUpdate.enabled: the kubelet would dial the mode's registration sockets at %s/plugins_registry/<prefix>_<instance>_<version>-reg.sock, %d bytes; a unix socket path holds at most 107: %d too many, shorten kubeletDir or driverName (prefix: its first 41 characters at most), or set rollingUpdate.enabled=false (each upgrade then unregisters the driver for about a second)" $root $n (sub $n 107)) -}}
-{{- end -}}
+{{- fail (printf "kubeletDir %s, driverName %s: the kubelet would dial the registration socket at %s/plugins_registry/%s-reg.sock, %d bytes; a unix socket path holds at most 107: %d too many, shorten kubeletDir or driverName" $root $name $root $name $n (sub $n 107)) -}}
 {{- end -}}
 {{- end -}}
 
