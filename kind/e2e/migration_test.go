@@ -37,8 +37,8 @@ import (
 // inline volume of the driver start every 0.3 s:
 //
 //  1. upstream → upstream: a template change, maxSurge 0 (maxUnavailable 1);
-//  2. upstream → csi-registrar without the mode: the registrar's image;
-//  3. upstream → csi-registrar in the mode: what
+//  2. upstream → csi-registrar without the handover: the registrar's image;
+//  3. upstream → csi-registrar with the handover: what
 //     manifests/examples/upstream-style-rolling-update changes;
 //  4. the way back, a rollback: row 3's DaemonSet (its instances hold the
 //     plain socket path upstream used) → upstream as written.
@@ -147,13 +147,13 @@ func TestMigrationFromUpstream(tt *testing.T) {
 			_, err := mc.Client.AppsV1().DaemonSets(mc.Namespace).Patch(ctx, mc.DaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 			return err
 		}},
-		{"2 upstream → csi-registrar, no mode", "kubectl apply -k " + migrationOverlays + "plain", "", func(ctx context.Context, mc *Cluster) error {
+		{"2 upstream → csi-registrar, no handover", "kubectl apply -k " + migrationOverlays + "plain", "", func(ctx context.Context, mc *Cluster) error {
 			return mc.Apply(ctx, migrationOverlays+"plain")
 		}},
-		{"3 upstream → csi-registrar, the mode", "kubectl apply -k " + migrationOverlays + "mode", "", func(ctx context.Context, mc *Cluster) error {
-			return mc.Apply(ctx, migrationOverlays+"mode")
+		{"3 upstream → csi-registrar, the handover", "kubectl apply -k " + migrationOverlays + "handover", "", func(ctx context.Context, mc *Cluster) error {
+			return mc.Apply(ctx, migrationOverlays+"handover")
 		}},
-		{"4 the mode → upstream (rollback)", "kubectl apply -k " + migrationOverlays + "upstream", migrationOverlays + "mode", func(ctx context.Context, mc *Cluster) error {
+		{"4 the handover → upstream (rollback)", "kubectl apply -k " + migrationOverlays + "upstream", migrationOverlays + "handover", func(ctx context.Context, mc *Cluster) error {
 			return mc.Apply(ctx, migrationOverlays+"upstream")
 		}},
 	}
@@ -177,7 +177,7 @@ func TestMigrationFromUpstream(tt *testing.T) {
 		if row3.unregistered > row1.unregistered {
 			verdict = fmt.Sprintf("EXCEEDS it by %.3f s", (row3.unregistered - row1.unregistered).Seconds())
 		}
-		logf("migration bound (issue 35 item 5, reported, not asserted), round %d of %d: into the mode from upstream unregistered %.3f s, upstream → upstream %.3f s: %s",
+		logf("migration bound (issue 35 item 5, reported, not asserted), round %d of %d: into the handover from upstream unregistered %.3f s, upstream → upstream %.3f s: %s",
 			round, rounds, row3.unregistered.Seconds(), row1.unregistered.Seconds(), verdict)
 	}
 	printMigrationTable(table)
