@@ -15,7 +15,8 @@ import (
 
 // KubeletPaths is what the kubelet holds for one driver on one node, from
 // its metric plugin_manager_total_plugins (Options.KubeletState): the only
-// place that shows the registrations the rolling-update mode retired.
+// place that shows the registrations an earlier release's rolling-update
+// mode retired (its announcements; the handover keeps one path).
 type KubeletPaths struct {
 	// Actual is the number of the driver's registration paths in the
 	// kubelet's actual state (registered).
@@ -37,7 +38,7 @@ type KubeletPaths struct {
 type kubeletTask struct {
 	driver, node       int // indexes into Report.Drivers and Driver.Nodes
 	driverName, nodeOf string
-	mode               bool // the pod's registrar runs the rolling-update mode
+	mode               bool // the pod's registrar runs the handover (--rolling-update)
 	ready              bool // the pod is ready: its registrar says the kubelet registered it
 }
 
@@ -53,7 +54,7 @@ func kubeletTaskOf(driver string, n Node, dp *driverPlugins) (kubeletTask, bool)
 }
 
 // rollingMode reports whether a registering container of the pod runs
-// csi-registrar's rolling-update mode (--rolling-update=<pod UID>).
+// csi-registrar's handover (--rolling-update=<pod UID>).
 func rollingMode(containers []corev1.Container, g *pluginGroup) bool {
 	if g == nil {
 		return false
@@ -85,7 +86,7 @@ func (p *prober) kubeletPaths(ctx context.Context, t *kubeletTask) *KubeletPaths
 }
 
 // applyKubelet records the kubelet's paths on the node, and warns of what
-// the rolling-update mode does not expect.
+// the handover does not expect.
 func applyKubelet(r *Report, t kubeletTask, k *KubeletPaths) {
 	d := &r.Drivers[t.driver]
 	n := &d.Nodes[t.node]
@@ -96,11 +97,11 @@ func applyKubelet(r *Report, t kubeletTask, k *KubeletPaths) {
 			k.Retired, kubeletplugins.Advice))
 	}
 	if !t.mode && k.Retired > 0 {
-		n.Warnings = append(n.Warnings, fmt.Sprintf("the kubelet holds %d registration paths of the driver besides %s, and its registrar does not run the rolling-update mode: a kubelet restart clears them",
+		n.Warnings = append(n.Warnings, fmt.Sprintf("the kubelet holds %d registration paths of the driver besides %s, and its registrar does not run the handover (--rolling-update): a kubelet restart clears them",
 			k.Retired, path.Base(k.Latest)))
 	}
 	if t.mode && t.ready && k.Actual == 0 {
-		n.Warnings = append(n.Warnings, "the kubelet holds no registration path of the driver while a rolling-update instance is ready (registered, as it was told): the kubelet unregistered the driver, which the mode does not expect (a registrar hears nothing of a deregistration); restart the registrar's container (or delete the pod) so that it announces again")
+		n.Warnings = append(n.Warnings, "the kubelet holds no registration path of the driver while a handover instance is ready (registered, as it was told): the kubelet unregistered the driver, which the handover does not expect (a registrar hears nothing of a deregistration; one that sees its socket removed serves it again); if it stays, run csi-registrar doctor in the pod (kubectl exec), then delete the pod so that its successor registers again")
 	}
 	if dead := stuck(t.driverName, k); len(dead) > 0 {
 		n.Warnings = append(n.Warnings, fmt.Sprintf("the kubelet dialed %s and never registered it (desired state only): it redials it every ~2 minutes until it restarts; a kubelet restart clears it",

@@ -121,8 +121,8 @@ func TestKubeletState(t *testing.T) {
 	}
 	n2 := nodeOf(t, r, stub, "node-2")
 	w := strings.Join(n2.Warnings, "\n")
-	if n2.Kubelet == nil || n2.Kubelet.Actual != 0 || !strings.Contains(w, "holds no registration path of the driver while a rolling-update instance is ready") ||
-		!strings.Contains(w, "which the mode does not expect") {
+	if n2.Kubelet == nil || n2.Kubelet.Actual != 0 || !strings.Contains(w, "holds no registration path of the driver while a handover instance is ready") ||
+		!strings.Contains(w, "which the handover does not expect") {
 		t.Errorf("node-2: %+v %q, want the unexpected deregistration", n2.Kubelet, n2.Warnings)
 	}
 	if !strings.Contains(w, "dialed "+stub+"_0cdb0d8c_1795739868663-reg.sock and never registered it") || strings.Contains(w, "8192c3a4") {
