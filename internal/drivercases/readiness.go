@@ -41,6 +41,10 @@ const (
 	minServeAfterTerm = 3 * time.Second
 	// serveWatch bounds R4's watch of the terminating instance.
 	serveWatch = 10 * time.Second
+	// listingWait bounds R2's wait for one listing of the socket directory
+	// after the old pod is gone (a listing is an exec on the node, every
+	// 300 ms).
+	listingWait = 10 * time.Second
 )
 
 // notJudged ends the case with VerdictNotJudged and why (what verify would
@@ -172,9 +176,11 @@ func (s *suite) volumesAcross(t *check) {
 	nw := s.podOn(t, ctx, n)
 	newSock := s.socketFor(nw)
 	if samp != nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second): // the old instance's exit
+		// The old pod is gone: its instance exited, and removed what it
+		// removes, before. One listing after that shows the directory as it
+		// left it.
+		if !samp.awaitListingAfter(ctx, done, listingWait) {
+			t.addNote(fmt.Sprintf("no listing of the socket directory after the old pod was gone (within %s)", listingWait))
 		}
 		s.sockets = &socketRecord{samples: stopSampling(), old: path.Base(oldSock), new: path.Base(newSock), t0: t0}
 	}

@@ -6,6 +6,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,9 +36,12 @@ type socketRecord struct {
 // after the listing in progress (an exec cut off midway logs noise), or
 // with the case's context.
 type socketSampler struct {
-	quit    chan struct{}
-	done    chan struct{}
+	quit chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
 	samples []socketSample
+	next    chan struct{} // closed when the next sample is recorded
 }
 
 func (x *socketSampler) stop() []socketSample {
@@ -46,8 +50,42 @@ func (x *socketSampler) stop() []socketSample {
 	return x.samples
 }
 
+func (x *socketSampler) record(smp socketSample) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.samples = append(x.samples, smp)
+	close(x.next)
+	x.next = make(chan struct{})
+}
+
+// awaitListingAfter returns once a listing that started after t is
+// recorded (true), or when the sampler stops, ctx ends or limit passes
+// (false).
+func (x *socketSampler) awaitListingAfter(ctx context.Context, t time.Time, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		x.mu.Lock()
+		ok := len(x.samples) > 0 && x.samples[len(x.samples)-1].at.After(t)
+		next := x.next
+		x.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-next:
+		case <-x.done:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
 func (s *suite) sampleSockets(ctx context.Context, node, dir string, old *corev1.Pod) *socketSampler {
-	x := &socketSampler{quit: make(chan struct{}), done: make(chan struct{})}
+	x := &socketSampler{quit: make(chan struct{}), done: make(chan struct{}), next: make(chan struct{})}
 	go func() {
 		defer close(x.done)
 		for {
@@ -65,7 +103,7 @@ func (s *suite) sampleSockets(ctx context.Context, node, dir string, old *corev1
 				p, gerr := s.cl.Client.CoreV1().Pods(old.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
 				smp.oldDeleting = apierrors.IsNotFound(gerr) || gerr == nil && (p.UID != old.UID || p.DeletionTimestamp != nil)
 				if gerr == nil || apierrors.IsNotFound(gerr) { // else the pod's state is unknown: no sample
-					x.samples = append(x.samples, smp)
+					x.record(smp)
 				}
 			}
 			select {

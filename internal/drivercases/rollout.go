@@ -10,6 +10,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +27,10 @@ const (
 	// mountEvery is how often an inline-volume pod is started (round robin
 	// over the nodes under test) during the rollout.
 	mountEvery = 300 * time.Millisecond
-	// afterRollout is how long pods keep starting once the rollout is done.
-	afterRollout = 3 * time.Second
+	// afterRollout is how long pods keep starting once the rollout is done:
+	// an observation window of three kubelet rounds, in which no mount may
+	// fail (the FailedMount events counted below).
+	afterRollout = 3 * kubeletplugins.ReconcilerPeriod
 	rolloutWait  = 5 * time.Minute
 )
 

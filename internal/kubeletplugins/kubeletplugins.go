@@ -18,6 +18,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -35,6 +36,13 @@ const (
 	// Permission is the RBAC rule that reading ProxyPath needs.
 	Permission = "get nodes/proxy"
 )
+
+// ReconcilerPeriod is how often the kubelet's plugin manager reconciles
+// its desired state (the sockets its watcher saw) with its actual state (the
+// registrations): pkg/kubelet/pluginmanager's loopSleepDuration. A socket
+// event takes effect within one period; the tests' observation windows are
+// counted in it.
+const ReconcilerPeriod = time.Second
 
 // RetiredWarn is the number of retired registrations of one driver on one
 // node from which they are worth a kubelet restart: at 100 the kubelet's

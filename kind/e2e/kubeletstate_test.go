@@ -10,15 +10,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // kubeletRound bounds how long the kubelet takes to act on a socket event:
 // its plugin manager's reconciler runs every second; one more of margin.
-const kubeletRound = 2 * time.Second
+const kubeletRound = 2 * kubeletplugins.ReconcilerPeriod
 
 // kubeletPaths reads the kubelet's plugin_manager_total_plugins for the
 // driver's paths: those in its actual state, and those in its desired

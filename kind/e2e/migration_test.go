@@ -27,6 +27,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
+	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 )
 
 // Coming from node-driver-registrar (issue 35, item 5): the first rollout of
@@ -66,9 +67,11 @@ const (
 	migrationDriver    = "upstream-style.csi.example.com"
 	// migrationRegistrar is the registrar's container in every row.
 	migrationRegistrar = "node-driver-registrar"
-	// migrationSettle: pods keep starting this long after the last old pod
-	// left and the driver is registered again (not a wait for a state).
-	migrationSettle = 3 * time.Second
+	// migrationSettle is an observation window of three kubelet rounds
+	// after the last old pod left and the driver is registered again
+	// (rolloutDone's round included): pods keep starting in it, and none of
+	// their mounts may fail (failedMountCount).
+	migrationSettle = 3 * kubeletplugins.ReconcilerPeriod
 )
 
 // migrationRow is one row: a change of the upstream DaemonSet.
