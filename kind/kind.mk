@@ -56,6 +56,13 @@ e2e-kind: e2e-build ## end-to-end suite on kind: kind/cluster.yaml's 3 nodes (Do
 	@$(call with_node_lock,$(E2E_KIND_RUN) $(E2E_ARGS))
 E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh
 
+# make e2e's tests and verify's R2 and R5 on manifests/ FLAKE_RUNS times each (kind/flake-check.sh), the
+# failure rate per test at the end; each run's output in bin/flake/. Every make target it runs takes the lock.
+FLAKE_RUNS ?= 10
+.PHONY: flake-check
+flake-check: ## make e2e's tests and R2/R5 on manifests/ FLAKE_RUNS (10) times each on the local node (~1 h warm), the failure rate per test
+	FLAKE_RUNS=$(FLAKE_RUNS) bash kind/flake-check.sh
+
 # The suite on every Kubernetes version the local node supports, oldest first, under
 # one hold of the node's lock; the table goes to bin/e2e/matrix/table.md.
 # E2E_VERSIONS="1.34 1.37" limits it; `bash kind/e2e-matrix.sh --table` reprints it.

@@ -185,3 +185,20 @@ func Verdict(row Row, s StepRun) (string, string) {
 		return Fail, "skipped, the map wants PASS"
 	}
 }
+
+// TestActions returns the pass, fail and skip actions of each top-level
+// test in a go test -json file.
+func TestActions(file string) (map[string][]string, error) {
+	acts := map[string][]string{}
+	return acts, readTestJSON(file, acts)
+}
+
+// CaseVerdicts returns the verdicts verify printed for each case in its
+// output ("--- PASS: <case> (...)" lines).
+func CaseVerdicts(log string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range caseLine.FindAllStringSubmatch(log, -1) {
+		out[m[2]] = append(out[m[2]], m[1])
+	}
+	return out
+}
