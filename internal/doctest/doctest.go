@@ -121,6 +121,17 @@ func Blocks(path string) ([]Block, error) {
 	return blocks, err
 }
 
+// Prose returns the lines of the Markdown file at path outside its fenced
+// code blocks: line i+1 of the file is element i, a block's lines blank.
+func Prose(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	_, prose, err := parse(path, data)
+	return prose, err
+}
+
 // parse splits a Markdown file into its fenced code blocks and its other
 // lines (the prose, with the blocks' lines blanked so line numbers stay).
 func parse(path string, data []byte) (blocks []Block, prose []string, err error) {
