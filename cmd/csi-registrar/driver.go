@@ -68,7 +68,7 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 		&cli.StringFlag{Name: "kubelet-pods-dir", Value: stubdriver.DefaultKubeletPodsDir, EnvVars: env("kubelet-pods-dir"),
 			Usage: "the kubelet's pods directory, as mounted in this container: volumes are published only below it"},
 		&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("shutdown-delay"),
-			Usage: "keep serving the CSI socket this long after SIGTERM (rolling-update mode: the kubelet may still call this endpoint while the next pod takes over); 0 stops at once"},
+			Usage: "keep serving the CSI socket this long after SIGTERM (with the handover, --rolling-update: the kubelet may still call this endpoint while the next pod takes over); 0 stops at once"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 	}
 	flags = append(flags, registrationFlags()...)

@@ -68,7 +68,7 @@ func registerCommand(run func(context.Context, registrar.Options, nodestatus.Opt
 		&cli.IntFlag{Name: "health-port", EnvVars: env("health-port"),
 			Usage: "deprecated: same as --http-endpoint=:<port>; 0 or less disables; cannot be combined with --http-endpoint"},
 		&cli.StringFlag{Name: "mode", EnvVars: env("mode"),
-			Usage: "\"kubelet-registration-probe\" exits 0 only if the registrar running in this container is registered (reads --state-file); any other value, or none, runs the registrar"},
+			Usage: "\"kubelet-registration-probe\" exits 0 only if the registrar running in this container is registered, or stands by in the handover ready to take the registration back (reads --state-file); any other value, or none, runs the registrar"},
 		&cli.StringFlag{Name: "state-file", Value: registrar.DefaultStateFile, EnvVars: env("state-file"),
 			Usage: "the file where the registrar keeps its state for --mode=kubelet-registration-probe (a path in this container, not under --plugin-registration-path)"},
 		&cli.BoolFlag{Name: "automaxprocs", EnvVars: env("automaxprocs"),
@@ -157,7 +157,8 @@ func registerOptions(c *cli.Context, log *slog.Logger) (registrar.Options, error
 
 // registrationProbe is --mode=kubelet-registration-probe: exit 0 when the
 // state file of the registrar running in this container says the kubelet
-// confirmed it, else exit 1 with the reason. The other flags of the probe's
+// confirmed it (or it stands by in the handover as a usable fallback), else
+// exit 1 with the reason. The other flags of the probe's
 // command line (upstream's charts pass --kubelet-registration-path) are not
 // used: the state file, not a socket, says what the registrar is at.
 func registrationProbe(c *cli.Context) error {
