@@ -48,13 +48,27 @@ upstream-image: ## node-driver-registrar's image from its source ($(UPSTREAM_SRC
 e2e-migration: upstream-image ## first rollout of an upstream DaemonSet: to upstream, to csi-registrar, into the mode, and back (a rollback); unregistered time and failed mounts per row; then an undo of the first rollout (issue 43's F1) (local node)
 	@$(MAKE) --no-print-directory e2e E2E_UPSTREAM_REGISTRAR_ARCHIVE=$(UPSTREAM_IMAGE_TAR) E2E_ARGS=\''-test.run=^(TestMigrationFromUpstream|TestUndoFirstRolloutFromUpstream)$$$$'\'
 
+# The Node Readiness Controller's image (kubernetes-sigs/node-readiness-controller), built
+# from a git clone of its source (kind/node-readiness-controller-image.sh: the tag extracted
+# under bin/, modules through the Go module proxy, FROM scratch; cached), and its CRD beside
+# the archive: TestNodeReadinessController (kind/e2e/nodereadiness_controller_test.go) runs
+# when E2E_NRC_ARCHIVE names them. NRC_SRC: the clone's git directory.
+NRC_SRC       ?= /work/.mirror/kubernetes-sigs+node-readiness-controller/repo
+NRC_TAG       ?= v0.5.0
+NRC_IMAGE     ?= localhost/node-readiness-controller:$(NRC_TAG)
+NRC_IMAGE_TAR ?= bin/node-readiness-controller-image.tar
+.PHONY: node-readiness-controller-image
+node-readiness-controller-image: ## the Node Readiness Controller's image from its source (NRC_SRC=<git dir>, NRC_TAG=$(NRC_TAG)) in $(NRC_IMAGE_TAR), its CRD beside it (cached)
+	@mkdir -p $(dir $(NRC_IMAGE_TAR)) $(BUILDAH_ROOT)
+	@BUILDAH="$(BUILDAH)" bash kind/node-readiness-controller-image.sh "$(NRC_SRC)" $(NRC_TAG) $(NRC_IMAGE) $(NRC_IMAGE_TAR)
+
 # kind/e2e-kind.sh: kind/cluster.sh brings the cluster up (a private dockerd and the
 # node image built here when no Docker engine or registry answers), the suite runs,
 # and everything is removed again and the host checked (E2E_KEEP=1 keeps it). Under
 # the node lock: kind's kubelets change the same host-wide kernel state as the local node's.
-e2e-kind: e2e-build ## end-to-end suite on kind: kind/cluster.yaml's 3 nodes (Docker, else a private dockerd), all removed at the end
+e2e-kind: e2e-build node-readiness-controller-image ## end-to-end suite on kind: kind/cluster.yaml's 3 nodes (Docker, else a private dockerd), all removed at the end
 	@$(call with_node_lock,$(E2E_KIND_RUN) $(E2E_ARGS))
-E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh
+E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_NRC_ARCHIVE=$(CURDIR)/$(NRC_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh
 
 # make e2e's tests and verify's R2 and R5 on manifests/ FLAKE_RUNS times each (kind/flake-check.sh), the
 # failure rate per test at the end; each run's output in bin/flake/. Every make target it runs takes the lock.

@@ -52,6 +52,7 @@ func runRegistrar(ctx context.Context, o registrar.Options, ns nodestatus.Option
 		return r.Run(ctx)
 	}
 	ns.Logger = o.Logger
+	ns.Handover = o.RollingUpdate != ""
 	rep, err := nodestatus.New(ns)
 	if err != nil {
 		return err

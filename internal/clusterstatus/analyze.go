@@ -222,6 +222,13 @@ func (dp *driverPlugins) wantedBy(f *nodeFacts) *pluginGroup {
 func nodeState(driver, nodeName string, f *nodeFacts, dp *driverPlugins, missing map[string]bool) (n Node, expected bool, task *probeTask) {
 	n, task = nodeStateOf(driver, nodeName, f, dp, missing)
 	n.Overlap, n.Conflict = overlapOf(dp.onNode[nodeName], dp.groupOf)
+	if pod := dp.pods[nodeName]; pod != nil && dp.groupOf[pod] != nil && dp.groupOf[pod].nodeCondition != "" && f.node != nil {
+		n.Condition = nodeCondition(f.node, dp.groupOf[pod].nodeCondition)
+		if n.State == StateRegistered && n.Condition.Status != string(corev1.ConditionTrue) {
+			n.Warnings = append(n.Warnings, "the Node condition "+n.Condition.Type+" is "+conditionText(n.Condition)+
+				", not True: pods kept off until it is True (a Node Readiness Controller rule on it) stay off")
+		}
+	}
 	return n, n.Pod != "" || (n.State != StateNotExpected && dp.wantedBy(f) != nil), task
 }
 
@@ -274,6 +281,29 @@ func nodeStateOf(driver, nodeName string, f *nodeFacts, dp *driverPlugins, missi
 		return n, nil // nothing runs yet to ask
 	}
 	return n, &probeTask{pod: pod, group: dp.groupOf[pod]}
+}
+
+// nodeCondition is the Node's condition of type t.
+func nodeCondition(n *corev1.Node, t string) *Condition {
+	c := &Condition{Type: t}
+	for _, nc := range n.Status.Conditions {
+		if string(nc.Type) == t {
+			c.Status, c.Reason, c.Message, c.LastTransitionTime = string(nc.Status), nc.Reason, nc.Message, nc.LastTransitionTime.Time
+		}
+	}
+	return c
+}
+
+// conditionText is "True (Registered)", "False (KubeletRejected)", or
+// "absent".
+func conditionText(c *Condition) string {
+	switch {
+	case c.Status == "":
+		return "absent"
+	case c.Reason != "":
+		return c.Status + " (" + c.Reason + ")"
+	}
+	return c.Status
 }
 
 // leftovers names what the kubelet left of a registration.

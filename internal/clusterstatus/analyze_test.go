@@ -3,6 +3,7 @@ package clusterstatus
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -242,5 +243,67 @@ func TestDaemonSetWants(t *testing.T) {
 		if got := daemonSetWants(&ds, &tc.node); got != tc.want {
 			t.Errorf("node %s: %v, want %v", tc.node.Name, got, tc.want)
 		}
+	}
+}
+
+// TestAnalyzeNodeCondition: a csi-registrar with --node-condition: each
+// node's row carries the condition as the Node holds it; a registered node
+// whose condition is not True (absent, or False) has a warning; without
+// the flag, no condition.
+func TestAnalyzeNodeCondition(t *testing.T) {
+	const cond = "stub.csi.example.com/NodePluginRegistered"
+	ds := daemonSet("csi-registrar", "csi-stub-node", pluginSpec("csi-registrar:dev", stub, "--node-condition="+cond))
+	at := metav1.NewTime(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	withCondition := func(n corev1.Node, status corev1.ConditionStatus, reason string) corev1.Node {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+			{Type: cond, Status: status, Reason: reason, LastTransitionTime: at}}
+		return n
+	}
+	snap := &Snapshot{
+		Nodes: []corev1.Node{
+			withCondition(node("a", nil, `{"stub.csi.example.com":"a"}`), corev1.ConditionTrue, "DriverRegistered"),
+			withCondition(node("b", nil, `{"stub.csi.example.com":"b"}`), corev1.ConditionFalse, "DriverNotAnswering"),
+			node("c", nil, `{"stub.csi.example.com":"c"}`),
+		},
+		CSINodes: []storagev1.CSINode{csiNode("a", storagev1.CSINodeDriver{Name: stub, NodeID: "a"}),
+			csiNode("b", storagev1.CSINodeDriver{Name: stub, NodeID: "b"}), csiNode("c", storagev1.CSINodeDriver{Name: stub, NodeID: "c"})},
+		DaemonSets: []appsv1.DaemonSet{ds},
+		Pods:       []corev1.Pod{podOf(ds, "a", true), podOf(ds, "b", true), podOf(ds, "c", true)},
+	}
+	snap.DaemonSets[0].Spec.Template.Spec.NodeSelector = nil
+	r, _ := analyze(snap, "")
+	for name, want := range map[string]struct {
+		status, text string
+		warn         bool
+	}{"a": {"True", "True (DriverRegistered)", false}, "b": {"False", "False (DriverNotAnswering)", true}, "c": {"", "absent", true}} {
+		n := nodeOf(t, r, stub, name)
+		if n.State != StateRegistered || n.Condition == nil || n.Condition.Type != cond || n.Condition.Status != want.status {
+			t.Errorf("%s: %+v, condition %+v; want registered, %s %q", name, n, n.Condition, cond, want.status)
+			continue
+		}
+		if want.status != "" && !n.Condition.LastTransitionTime.Equal(at.Time) {
+			t.Errorf("%s: lastTransitionTime %s, want %s", name, n.Condition.LastTransitionTime, at)
+		}
+		warned := len(n.Warnings) == 1 && strings.Contains(n.Warnings[0], cond+" is "+want.text+", not True")
+		if warned != want.warn {
+			t.Errorf("%s: warnings %q; want a warning naming %s %s: %v", name, n.Warnings, cond, want.text, want.warn)
+		}
+	}
+	_, rows := tableRows(r, true)
+	found := false
+	for _, row := range rows {
+		found = found || (row[2] == "a" && strings.Contains(row[5], "condition "+cond+": True (DriverRegistered)"))
+	}
+	if !found {
+		t.Errorf("-o wide rows %q: want node a's condition", rows)
+	}
+
+	// Without --node-condition: no condition.
+	plain := daemonSet("csi-registrar", "csi-stub-node", pluginSpec("csi-registrar:dev", stub))
+	snap.DaemonSets = []appsv1.DaemonSet{plain}
+	snap.Pods = []corev1.Pod{podOf(plain, "a", true), podOf(plain, "b", true), podOf(plain, "c", true)}
+	r, _ = analyze(snap, "")
+	if n := nodeOf(t, r, stub, "b"); n.Condition != nil || len(n.Warnings) != 0 {
+		t.Errorf("without --node-condition: %+v", n)
 	}
 }

@@ -138,6 +138,9 @@ func tableRows(r *Report, wide bool) ([]string, [][]string) {
 		}
 		for _, n := range d.Nodes {
 			reason := n.Reason
+			if n.Condition != nil {
+				reason = strings.TrimPrefix(reason+"; ", "; ") + "condition " + n.Condition.Type + ": " + conditionText(n.Condition)
+			}
 			if k := kubeletText(n.Kubelet); k != "" {
 				reason = strings.TrimPrefix(reason+"; ", "; ") + k
 			}

@@ -35,6 +35,9 @@ type pluginGroup struct {
 	// readyzPort is the port of the csi-registrar container's
 	// --http-endpoint, "" when it has none (or is not csi-registrar).
 	readyzPort string
+	// nodeCondition is the csi-registrar container's --node-condition,
+	// the Node condition it writes; "" when it writes none.
+	nodeCondition string
 }
 
 // groupPlugins gathers the node plugin pods and the node plugin DaemonSets
@@ -46,7 +49,7 @@ func groupPlugins(snap *Snapshot) []*pluginGroup {
 		g := byKey[key]
 		if g == nil {
 			g = &pluginGroup{key: key, spec: spec, plugin: p}
-			g.registrar, g.readyzPort = registrarOf(spec, p)
+			g.registrar, g.readyzPort, g.nodeCondition = registrarOf(spec, p)
 			byKey[key] = g
 			keys = append(keys, key)
 		}
@@ -82,8 +85,9 @@ func groupPlugins(snap *Snapshot) []*pluginGroup {
 }
 
 // registrarOf tells which registrar the containers that mount the
-// registration directory run, and csi-registrar's HTTP port.
-func registrarOf(spec *corev1.PodSpec, p nodeplugin.Plugin) (kind, port string) {
+// registration directory run, csi-registrar's HTTP port and the Node
+// condition it writes.
+func registrarOf(spec *corev1.PodSpec, p nodeplugin.Plugin) (kind, port, condition string) {
 	kind = "other"
 	for _, c := range spec.Containers {
 		if !slices.Contains(p.Containers, c.Name) {
@@ -100,7 +104,7 @@ func registrarOf(spec *corev1.PodSpec, p nodeplugin.Plugin) (kind, port string) 
 			if slices.Contains(c.Command, "driver") || (len(c.Args) > 0 && c.Args[0] == "driver") {
 				kind = registrarInProcess
 			}
-			return kind, httpPort(c)
+			return kind, httpPort(c), flagValue(c, "--node-condition")
 		case image == "csi-node-driver-registrar":
 			kind = registrarUpstream
 		default:
@@ -109,7 +113,7 @@ func registrarOf(spec *corev1.PodSpec, p nodeplugin.Plugin) (kind, port string) 
 			}
 		}
 	}
-	return kind, ""
+	return kind, "", ""
 }
 
 // imageName is the last path element of an image reference, without tag
@@ -139,6 +143,21 @@ func httpPort(c corev1.Container) string {
 		}
 		if i := strings.LastIndex(v, ":"); i >= 0 && v[i+1:] != "" {
 			return v[i+1:]
+		}
+	}
+	return ""
+}
+
+// flagValue is the value of a container's flag (--name=value or --name
+// value in its command or args), "" when it is not set.
+func flagValue(c corev1.Container, name string) string {
+	args := append(append([]string{}, c.Command...), c.Args...)
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1]
 		}
 	}
 	return ""

@@ -105,6 +105,22 @@ type Node struct {
 	// Kubelet is what the kubelet's plugin manager holds for the driver on
 	// the node (Options.KubeletState), nil when not read.
 	Kubelet *KubeletPaths `json:"kubelet,omitempty"`
+	// Condition is the Node condition the node plugin's csi-registrar
+	// writes (its --node-condition) as the Node holds it; nil when it
+	// writes none.
+	Condition *Condition `json:"condition,omitempty"`
+}
+
+// Condition is a Node condition the registrar writes: True once the
+// kubelet confirmed the registration and the driver answers.
+type Condition struct {
+	Type string `json:"type"`
+	// Status is True, False or Unknown; "" when the Node has no such
+	// condition (not written yet).
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
 }
 
 // Unknown is a part of the answer that could not be read.

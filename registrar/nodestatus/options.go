@@ -31,6 +31,13 @@ type Options struct {
 	// StartupTaint is the key of the taint to remove from the Node once the
 	// condition holds and the CSINode lists the driver. Empty: none.
 	StartupTaint string
+	// Handover: the registrar runs the handover (--rolling-update). A new
+	// instance then starts beside the one that holds the registration and
+	// takes it over once its own driver answers; until it has identified
+	// its driver (registrar.Status.DriverName empty) it cannot look the
+	// registration up, and leaves another instance's fresh True alone
+	// instead of writing its "waiting for driver" as False.
+	Handover bool
 	// Heartbeat is how often the condition's lastHeartbeatTime is written
 	// while nothing changes. Default DefaultHeartbeat.
 	Heartbeat time.Duration

@@ -272,12 +272,16 @@ func (r *Reporter) writeCondition(ctx context.Context, s *state) error {
 	s.node, onNode = n, n.condition(r.opts.Condition)
 	s.waitStale = time.Time{}
 	if want.Status != "True" && !s.heldTrue && onNode != nil && onNode.Status == "True" {
-		if !s.csiKnown {
+		// A handover instance that has not identified its driver has not
+		// joined yet: it cannot tell whether the registration is still in
+		// the API server, and the instance holding it keeps the True fresh.
+		joining := r.opts.Handover && s.st.DriverName == ""
+		if !s.csiKnown && !joining {
 			if err := r.refresh(ctx, s); err != nil {
 				return err
 			}
 		}
-		if !registration(s).Registered() {
+		if !joining && !registration(s).Registered() {
 			onNode.LastHeartbeatTime = "" // the kubelet has no registration: nobody holds it, write False now
 		}
 		if hb, err := time.Parse(time.RFC3339, onNode.LastHeartbeatTime); err == nil {

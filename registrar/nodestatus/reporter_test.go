@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -408,5 +409,63 @@ func TestConditionFreshTrueWithoutRegistrationReplaced(t *testing.T) {
 		return c != nil && c.Status == "False" && c.Reason == ReasonWaitingForKubelet
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConditionUnchangedWhileJoiningHandover: in the handover, a new
+// instance starts while another holds the registration and keeps the
+// condition True; until it has identified its driver (no driver name yet)
+// it writes nothing, then True once it took the registration over, with
+// the lastTransitionTime kept. Seen on kind before: False
+// DriverNotAnswering for 25 ms at each takeover, and the Node Readiness
+// Controller's taint added each time. Without the handover, the same
+// instance writes False at once (the kubelet unregistered the driver when
+// the old pod left).
+func TestConditionUnchangedWhileJoiningHandover(t *testing.T) {
+	for _, handover := range []bool{true, false} {
+		t.Run(fmt.Sprintf("handover=%v", handover), func(t *testing.T) {
+			f := newFakeAPIServer(t, testNode)
+			since := "2026-11-01T00:00:00Z"
+			f.setConditions(Condition{Type: testCondition, Status: "True", Reason: ReasonRegistered,
+				LastTransitionTime: since, LastHeartbeatTime: time.Now().UTC().Format(time.RFC3339)})
+			f.annotate(testDriver)
+			f.setCSINodeDrivers(testDriver)
+			src := newSource()
+			src.st.DriverName = "" // not identified yet
+			src.set(registrar.StageWaitingForDriver, "connecting to /csi/new.sock")
+			start(t, f, src, Options{Condition: testCondition, Handover: handover}, time.Minute)
+			ctx := waitCtx(t)
+			if !handover {
+				if err := f.waitFor(ctx, "False DriverNotAnswering", func(n Node, _ []fakePatch) bool {
+					c := cond(n)
+					return c != nil && c.Status == "False" && c.Reason == ReasonDriverNotAnswering
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			// An observation window: the reporter acts on the status at
+			// once (its first step reads the Node); nothing may be written.
+			time.Sleep(500 * time.Millisecond)
+			if _, ps := f.snapshot(); len(ps) > 0 {
+				t.Fatalf("the joining instance wrote %d patch(es) while another held the registration: %v", len(ps), conditionPatches(ps))
+			}
+			src.mu.Lock()
+			src.st.DriverName = testDriver
+			src.mu.Unlock()
+			src.set(registrar.StageRegistered, "")
+			if err := f.waitFor(ctx, "a True heartbeat", func(_ Node, ps []fakePatch) bool { return len(ps) > 0 }); err != nil {
+				t.Fatal(err)
+			}
+			n, ps := f.snapshot()
+			for _, c := range conditionPatches(ps) {
+				if c.Status != "True" {
+					t.Errorf("the joining instance wrote %s (%s) while another held the registration", c.Status, c.Reason)
+				}
+			}
+			if got := cond(n).LastTransitionTime; got != since {
+				t.Errorf("lastTransitionTime %s, want %s kept", got, since)
+			}
+		})
 	}
 }
