@@ -8,6 +8,40 @@ import (
 	"testing"
 )
 
+// TestSlicesGreen fails when a slice of the long form (.ci/run's `slice`
+// lines) has not passed for more than MaxStaleCommits commits that touched
+// its paths (.ci/slices.tsv holds each slice's last green run).
+func TestSlicesGreen(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git here: the slices' history cannot be read")
+	}
+	if shallow, err := Shallow(root); err != nil {
+		t.Skipf("not a git work tree (%v): the slices' history cannot be read", err)
+	} else if shallow {
+		t.Skip("a shallow clone: a slice's green commit may be cut from its history")
+	}
+	_, slices, err := ReadCI(filepath.Join(root, ".ci/run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	green, err := ReadGreen(filepath.Join(root, ".ci/slices.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := Stale(root, slices, green, MaxStaleCommits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs {
+		t.Error(e)
+	}
+	for _, s := range slices {
+		if g, ok := green[s.N]; ok {
+			t.Logf("slice %d (%s): green at %s on %s, %d s", s.N, s.Title, g.Commit, g.Date, g.Seconds)
+		}
+	}
+}
+
 // TestStaleCountsCommitsOnTheSlicesPaths: in a repository of its own, a
 // slice goes stale after more than max commits under its paths, and
 // commits elsewhere do not count.
