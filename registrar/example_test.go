@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -64,21 +63,15 @@ func Example() {
 
 	// The kubelet.
 	regSock := filepath.Join(registry, stubdriver.DefaultName+csiplugin.RegistrationSocketSuffix)
-	// Wait until it answers, not only exists: the file is there from bind(2),
-	// a moment before listen(2) (a kubelet retries a refused dial).
-	exampleWaitUntil(func() bool {
-		c, err := net.Dial("unix", regSock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	// A kubelet finds the socket by its file event; here the registrar's Status
+	// says when it serves it: "waiting for kubelet" once the socket listens.
+	exampleAwait(r, registrar.StageWaitingForKubelet)
 	reg, err := registrartest.Register(ctx, regSock)
 	if err != nil || reg.Err != nil {
 		log.Fatal(err, reg)
 	}
 	fmt.Println(reg.Info.Type, reg.Info.Name, reg.Info.SupportedVersions, "node", reg.NodeInfo.GetNodeId())
-	exampleWaitUntil(func() bool { return r.Status().Stage == registrar.StageRegistered })
+	exampleAwait(r, registrar.StageRegistered)
 	fmt.Println(r.Status())
 
 	stop() // the registrar removes its socket; the driver removes its own
@@ -96,9 +89,20 @@ func Example() {
 	// registration socket removed: true
 }
 
-// exampleWaitUntil polls cond for up to 10 s.
-func exampleWaitUntil(cond func() bool) {
-	if !poll(5*time.Millisecond, 10*time.Second, cond) {
-		log.Fatal("timed out")
+// exampleAwait waits, at most 10 s, until r's stage is stage, looking at
+// each change of its Status (WatchStatus's channel closes at the next one).
+func exampleAwait(r *registrar.Registrar, stage registrar.Stage) {
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		st, changed := r.WatchStatus()
+		if st.Stage == stage {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			log.Fatalf("status %q after 10 s, want %s", st, stage)
+		}
 	}
 }

@@ -1,10 +1,6 @@
 package registrar
 
-import (
-	"context"
-
-	"github.com/fsnotify/fsnotify"
-)
+import "github.com/fsnotify/fsnotify"
 
 // What the black-box tests (package registrar_test) need from inside.
 
@@ -36,22 +32,6 @@ const (
 	KubeletRetrySilence = kubeletRetrySilence
 	KubeletSettle       = kubeletSettle
 )
-
-// WaitStatus waits until cond holds for r's Status, looking at each change
-// of it (no polling), or until ctx ends.
-func (r *Registrar) WaitStatus(ctx context.Context, cond func(Status) bool) (Status, error) {
-	for {
-		st, changed := r.status.watch()
-		if cond(st) {
-			return st, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return st, ctx.Err()
-		}
-	}
-}
 
 // ListenFault returns the stage and the metric reason of a listen error.
 func ListenFault(err error) (Stage, string) {

@@ -5,8 +5,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
-	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
@@ -50,6 +50,7 @@ type pod struct {
 	r      *registrar.Registrar
 	reg    running
 	driver running
+	logs   *logBuffer // its registrar's
 }
 
 func startPod(t *testing.T, n handoverNode, name string, opts ...func(*registrar.Options)) *pod {
@@ -60,10 +61,10 @@ func startPod(t *testing.T, n handoverNode, name string, opts ...func(*registrar
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pod{name: name, driver: start(t, d.Run)}
+	p := &pod{name: name, driver: start(t, d.Run), logs: &logBuffer{}}
 	o := registrar.Options{
 		CSIAddress: sock, KubeletRegistrationPath: sock, PluginRegistrationPath: n.regDir,
-		RollingUpdate: podUID(name), Logger: testLogger(t, nil).With("pod", name),
+		RollingUpdate: podUID(name), Logger: testLogger(t, p.logs).With("pod", name),
 	}
 	for _, f := range opts {
 		f(&o)
@@ -82,32 +83,45 @@ func podUID(name string) string {
 	return base[:len(base)-len(name)] + name
 }
 
-// kubeletRegisters registers the driver as the kubelet does after a
-// Create event, and checks what it was told.
-func handoverKubeletRegisters(t *testing.T, n handoverNode) {
+// handoverKubeletRegisters registers the driver as the kubelet does after a
+// Create event, once p serves the registration socket (it publishes
+// "waiting for kubelet" only while it holds a listening one), checks what
+// it was told, and waits until p has taken the confirmation in: a pod that
+// joins p before then is handed the registration unconfirmed (it would
+// register again after Options.KubeletWait).
+func handoverKubeletRegisters(t *testing.T, n handoverNode, p *pod) {
 	t.Helper()
-	var reg *registrartest.Registration
-	eventually(t, "the registration socket answers", func() bool {
-		var err error
-		reg, err = registrartest.Register(context.Background(), n.regSock())
-		return err == nil
-	})
+	awaitStatus(t, p.r, p.name+" serving the registration socket", stageIs(registrar.StageWaitingForKubelet))
+	reg, err := registrartest.Register(context.Background(), n.regSock())
+	if err != nil {
+		t.Fatalf("registering through %s: %v", p.name, err)
+	}
 	if reg.Err != nil {
 		t.Fatalf("registration rejected: %v", reg.Err)
 	}
 	if reg.Info.Endpoint != n.link() {
 		t.Fatalf("GetInfo's endpoint is %s, want the link %s", reg.Info.Endpoint, n.link())
 	}
+	wantRegistered(t, p)
 }
 
 func wantLink(t *testing.T, n handoverNode, p *pod) {
 	t.Helper()
-	eventually(t, "the endpoint link points at "+p.name, func() bool { return n.linkTarget() == p.name+".sock" })
+	awaitDir(t, n.csiDir, patience, "the endpoint link pointing at "+p.name, func() bool { return n.linkTarget() == p.name+".sock" })
 }
 
 func wantRegistered(t *testing.T, p *pod) {
 	t.Helper()
-	eventually(t, p.name+" registered", func() bool { return p.r.Status().Stage == registrar.StageRegistered })
+	awaitStatus(t, p.r, p.name+" registered", stageIs(registrar.StageRegistered))
+}
+
+// wantNewestAgain waits, after the newer pods left (a rollout undone), until
+// p holds the rendezvous again, which it logs. A pod started before that
+// finds no rendezvous and the registration socket served, and stands by
+// behind p as behind another registrar until p leaves.
+func wantNewestAgain(t *testing.T, p *pod) {
+	t.Helper()
+	awaitLog(t, p.logs, p.name+" the newest instance again", logCount("the newer instances left: this one is the newest again", 1))
 }
 
 // TestHandoverRollout: a DaemonSet rolling with maxSurge 1 twice; the
@@ -116,8 +130,7 @@ func wantRegistered(t *testing.T, p *pod) {
 func TestHandoverRollout(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n)
-	wantRegistered(t, a)
+	handoverKubeletRegisters(t, n, a)
 	wantLink(t, n, a)
 	ino := inode(t, n.regSock())
 
@@ -162,7 +175,7 @@ func TestHandoverRollout(t *testing.T) {
 func TestHandoverUndo(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n, a)
 	ino := inode(t, n.regSock())
 	b := startPod(t, n, "b")
 	wantLink(t, n, b)
@@ -172,6 +185,7 @@ func TestHandoverUndo(t *testing.T) {
 		t.Fatalf("undo: the registration socket changed")
 	}
 	wantRegistered(t, a)
+	wantNewestAgain(t, a)
 	c := startPod(t, n, "c")
 	wantRegistered(t, c)
 	wantLink(t, n, c)
@@ -186,7 +200,7 @@ func TestHandoverUndo(t *testing.T) {
 func TestHandoverNewerDriverDies(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n, a)
 	b := startPod(t, n, "b")
 	wantLink(t, n, b)
 	b.driver.stop(t)
@@ -207,16 +221,14 @@ func TestHandoverFromForeignRegistrar(t *testing.T) {
 	}
 	ino := inode(t, n.regSock())
 	a := startPod(t, n, "a")
-	eventually(t, "a standing by as ready", func() bool {
-		st := a.r.Status()
+	awaitStatus(t, a.r, "a standing by as ready", func(st registrar.Status) bool {
 		return st.Stage == registrar.StageStandingBy && st.Fallback
 	})
 	if got := inode(t, n.regSock()); got != ino {
 		t.Fatal("the foreign registrar's socket was replaced")
 	}
 	foreign.Close() // unlinks, as node-driver-registrar does on SIGTERM
-	handoverKubeletRegisters(t, n)
-	wantRegistered(t, a)
+	handoverKubeletRegisters(t, n, a)
 }
 
 // TestHandoverReplacesDeadSocket: a socket nobody listens on (a reboot, a
@@ -231,8 +243,7 @@ func TestHandoverReplacesDeadSocket(t *testing.T) {
 	l.Close()
 	ino := inode(t, n.regSock())
 	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n)
-	wantRegistered(t, a)
+	handoverKubeletRegisters(t, n, a)
 	if inode(t, n.regSock()) == ino {
 		t.Fatal("the dead socket was not replaced")
 	}
@@ -244,8 +255,7 @@ func TestHandoverReplacesDeadSocket(t *testing.T) {
 func TestHandoverReregister(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n)
-	wantRegistered(t, a)
+	handoverKubeletRegisters(t, n, a)
 	b := startPod(t, n, "b")
 	wantRegistered(t, b)
 	ino := inode(t, n.regSock())
@@ -255,9 +265,8 @@ func TestHandoverReregister(t *testing.T) {
 	if inode(t, n.regSock()) == ino {
 		t.Fatal("Reregister left the same socket file: the kubelet would not register again")
 	}
-	handoverKubeletRegisters(t, n)
-	wantRegistered(t, b)
-	eventually(t, "a confirmed through b", func() bool { return a.r.Status().Stage == registrar.StageRegistered })
+	handoverKubeletRegisters(t, n, b)
+	wantRegistered(t, a) // confirmed through b
 	// b leaves; a serves the new socket it received.
 	b.reg.stop(t)
 	if _, err := registrartest.GetInfoSocket(context.Background(), n.regSock()); err != nil {
@@ -270,7 +279,7 @@ func TestHandoverReregister(t *testing.T) {
 func TestHandoverUninstall(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n)
+	handoverKubeletRegisters(t, n, a)
 	b := startPod(t, n, "b")
 	wantRegistered(t, b)
 	wantLink(t, n, b)
@@ -293,15 +302,12 @@ func TestHandoverUninstall(t *testing.T) {
 func TestHandoverRegistersAgainWhenUnheard(t *testing.T) {
 	n := newHandoverNode(t)
 	a := startPod(t, n, "a", func(o *registrar.Options) { o.KubeletWait = registrar.MinKubeletWait })
-	eventually(t, "the registration socket", func() bool { _, err := os.Stat(n.regSock()); return err == nil })
+	awaitStatus(t, a.r, "the registration socket", stageIs(registrar.StageWaitingForKubelet))
 	ino := inode(t, n.regSock())
-	deadline := time.Now().Add(registrar.MinKubeletWait + patience)
-	for inode(t, n.regSock()) == ino {
-		if time.Now().After(deadline) {
-			t.Fatalf("the registration socket is the same file %s after the kubelet said nothing on it", registrar.MinKubeletWait+patience)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	handoverKubeletRegisters(t, n)
-	wantRegistered(t, a)
+	// A new file renamed over the path: an event in the directory.
+	awaitDir(t, n.regDir, registrar.MinKubeletWait+patience, "a new registration socket after the kubelet said nothing on it", func() bool {
+		st, err := os.Lstat(n.regSock())
+		return err == nil && st.Sys().(*syscall.Stat_t).Ino != ino
+	})
+	handoverKubeletRegisters(t, n, a)
 }

@@ -2,6 +2,7 @@ package registrar_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -60,23 +62,9 @@ func newEnv(t *testing.T) env {
 
 func (e env) regSock(name string) string { return filepath.Join(e.regDir, name+"-reg.sock") }
 
-// logBuffer collects log output for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// logBuffer collects log output for assertions; a test waits for a line
+// with awaitLog.
+type logBuffer = registrartest.Buffer
 
 func testLogger(t *testing.T, extra io.Writer) *slog.Logger {
 	w := io.Writer(tWriter{t})
@@ -178,35 +166,115 @@ func newRegistrar(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer,
 	return r
 }
 
-// eventually waits until cond holds, looking every 5 ms, failing with what
-// after patience.
-func eventually(t testing.TB, what string, cond func() bool) {
+// awaitStatus waits until r's Status satisfies cond, looking at it again at
+// each change (WatchStatus), and fails the test with the last Status it saw
+// after patience. cond may also read what the registrar changes before it
+// publishes the Status that goes with it: the socket a transition serves,
+// the metrics it counts (never what changes without a Status update).
+func awaitStatus(t testing.TB, r *registrar.Registrar, what string, cond func(registrar.Status) bool) registrar.Status {
 	t.Helper()
-	if !poll(5*time.Millisecond, patience, cond) {
-		t.Fatalf("timed out after %s waiting for %s", patience, what)
+	deadline := time.NewTimer(patience)
+	defer deadline.Stop()
+	for {
+		st, changed := r.WatchStatus()
+		if cond(st) {
+			return st
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("timed out after %s waiting for %s; last status: %q", patience, what, st)
+		}
 	}
 }
 
-// poll looks at cond every interval until it holds (true) or timeout passed
-// (false).
-func poll(interval, timeout time.Duration, cond func() bool) bool {
-	deadline := time.After(timeout)
-	look := time.NewTicker(interval)
-	defer look.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			return false
-		case <-look.C:
-		}
-	}
-	return true
+func stageIs(stage registrar.Stage) func(registrar.Status) bool {
+	return func(st registrar.Status) bool { return st.Stage == stage }
 }
 
 // wantStage waits until r's published stage is want.
 func wantStage(t *testing.T, r *registrar.Registrar, want registrar.Stage) {
 	t.Helper()
-	eventually(t, "stage "+want.String(), func() bool { return r.Status().Stage == want })
+	awaitStatus(t, r, "stage "+want.String(), stageIs(want))
+}
+
+// serving is the Status of a registrar that serves its registration socket
+// at sock and waits for the kubelet: the loop publishes it once the socket
+// listens (socketevents.go, create).
+func serving(sock string) func(registrar.Status) bool {
+	return func(st registrar.Status) bool { return st.Stage == registrar.StageWaitingForKubelet && answers(sock) }
+}
+
+// servingNew is serving, once the loop has counted a socket creation for
+// reason n times (it counts before it publishes).
+func servingNew(r *registrar.Registrar, sock, reason string, n int) func(registrar.Status) bool {
+	created := fmt.Sprintf("csi_registrar_socket_creations_total{reason=%q} %d\n", reason, n)
+	return func(st registrar.Status) bool { return serving(sock)(st) && strings.Contains(metric(r), created) }
+}
+
+// awaitLog waits until cond holds for the log written so far, looking at it
+// again after each write, and fails the test after patience (the log is in
+// the test's output).
+func awaitLog(t testing.TB, logs *logBuffer, what string, cond func(log string) bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	l, err := logs.Wait(ctx, cond)
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s in the log", patience, what)
+	}
+	return l
+}
+
+// logCount is a condition of awaitLog: exactly n lines contain s.
+func logCount(s string, n int) func(string) bool {
+	return func(l string) bool { return strings.Count(l, s) == n }
+}
+
+// logAtLeast is a condition of awaitLog: n lines or more contain s.
+func logAtLeast(s string, n int) func(string) bool {
+	return func(l string) bool { return strings.Count(l, s) >= n }
+}
+
+// logged returns a channel closed once cond holds for logs, for a wait
+// that acts until then (FakeClock.FireUntil). The goroutine that watches
+// the log ends with the test.
+func logged(t testing.TB, logs *logBuffer, cond func(log string) bool) <-chan struct{} {
+	ctx, cancel := context.WithCancel(context.Background())
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		if _, err := logs.Wait(ctx, cond); err == nil {
+			close(done)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-ended })
+	return done
+}
+
+// awaitDir waits until cond holds, looking again at each file event in dir
+// (its watch is set before the first look), and fails the test after within.
+func awaitDir(t testing.TB, dir string, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-w.Events:
+		case err := <-w.Errors:
+			t.Fatalf("watching %s for %s: %v", dir, what, err)
+		case <-deadline.C:
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+	}
 }
 
 // metric returns the /metrics body.
@@ -309,7 +377,7 @@ func startClocked(t *testing.T, adjust func(*registrar.Options)) clocked {
 	startStubDriver(t, c.e, stubName)
 	c.r, _ = startRegistrarOn(t, c.clk, c.e, c.logs, adjust)
 	c.sock = c.e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(c.sock) })
+	awaitStatus(t, c.r, "registration socket", serving(c.sock))
 	return c
 }
 
@@ -319,21 +387,5 @@ func registerNow(t *testing.T, r *registrar.Registrar, sock string) {
 	if reg, err := registrartest.Register(context.Background(), sock); err != nil || reg.Err != nil {
 		t.Fatal(err, reg)
 	}
-	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
-}
-
-// awaitStatus waits until r's Status satisfies cond, or fails the test.
-func awaitStatus(t *testing.T, r *registrar.Registrar, what string, cond func(registrar.Status) bool) registrar.Status {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), patience)
-	defer cancel()
-	st, err := r.WaitStatus(ctx, cond)
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (status: %s)", what, err, st)
-	}
-	return st
-}
-
-func stageIs(stage registrar.Stage) func(registrar.Status) bool {
-	return func(st registrar.Status) bool { return st.Stage == stage }
+	awaitStatus(t, r, "registered", stageIs(registrar.StageRegistered))
 }

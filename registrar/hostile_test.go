@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +20,7 @@ func TestSilentClientDoesNotStallRecreation(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, nil, nil)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 
 	silent, err := net.Dial("unix", sock)
 	if err != nil {
@@ -31,7 +30,7 @@ func TestSilentClientDoesNotStallRecreation(t *testing.T) {
 	if err := os.Remove(sock); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a new registration socket while the silent client is connected", func() bool { return answers(sock) })
+	awaitStatus(t, r, "a new registration socket while the silent client is connected", servingNew(r, sock, "deleted", 1))
 	if code, body := get(r, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d %q with a silent client connected, want 200", code, body)
 	}
@@ -44,7 +43,7 @@ func TestHeldCallDoesNotStallRetryAfterRejection(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, nil, nil)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 
 	held, err := registrartest.HoldCall(sock, "/pluginregistration.Registration/NotifyRegistrationStatus")
 	if err != nil {
@@ -54,10 +53,7 @@ func TestHeldCallDoesNotStallRetryAfterRejection(t *testing.T) {
 	if err := registrartest.NotifySocket(context.Background(), sock, false, "rejected by the test"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the socket re-created after the rejection", func() bool {
-		_, m := get(r, "/metrics")
-		return strings.Contains(m, `csi_registrar_socket_creations_total{reason="rejected"} 1`) && answers(sock)
-	})
+	awaitStatus(t, r, "the socket re-created after the rejection", servingNew(r, sock, "rejected", 1))
 }
 
 // Issue 18 item 1 and issue 13 item 3: Run ends within ShutdownTimeout plus
@@ -67,9 +63,9 @@ func TestRunEndsWithinShutdownTimeout(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	const grace = 300 * time.Millisecond
-	_, run := startRegistrar(t, e, nil, func(o *registrar.Options) { o.ShutdownTimeout = grace })
+	r, run := startRegistrar(t, e, nil, func(o *registrar.Options) { o.ShutdownTimeout = grace })
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	held, err := registrartest.HoldCall(sock, "/pluginregistration.Registration/GetInfo")
 	if err != nil {
 		t.Fatal(err)

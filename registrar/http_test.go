@@ -24,15 +24,9 @@ func startWithHTTP(t *testing.T, e env, timeouts time.Duration) (*registrar.Regi
 	r := newRegistrar(t, nil, e, &logs, func(o *registrar.Options) { o.HTTPEndpoint = "127.0.0.1:0" })
 	r.SetHTTPTimeouts(timeouts)
 	start(t, r.Run)
-	var addr string
-	eventually(t, "the HTTP endpoint's address in the log", func() bool {
-		m := regexp.MustCompile(`msg="serving health and metrics" .*endpoint=(\S+)`).FindStringSubmatch(logs.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
-	})
-	return r, addr
+	served := regexp.MustCompile(`msg="serving health and metrics" .*endpoint=(\S+)`)
+	l := awaitLog(t, &logs, "the HTTP endpoint's address", func(l string) bool { return served.MatchString(l) })
+	return r, served.FindStringSubmatch(l)[1]
 }
 
 // keptAlive is a client connection that made one request and keeps the

@@ -20,7 +20,7 @@ func TestHealthServedBehindHostileConnections(t *testing.T) {
 	e := newEnv(t)
 	startStubDriver(t, e, stubName)
 	r, addr := startWithHTTP(t, e, 10*guard)
-	eventually(t, "registration socket", func() bool { return answers(e.regSock(stubName)) })
+	awaitStatus(t, r, "registration socket", serving(e.regSock(stubName)))
 	registerNow(t, r, e.regSock(stubName))
 
 	conns, err := registrartest.OpenHostileHTTP(addr, hostile)

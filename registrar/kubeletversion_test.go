@@ -59,15 +59,13 @@ func fitsKubeletUint(t *testing.T, v string) bool {
 }
 
 // kubeletRegisters plays this platform's kubelet on the registration socket
-// at path: once it answers, GetInfo, the CSI handler's validation (kubeletValidatePlugin),
+// at path, which the registrar serves (its stage is "waiting for kubelet"):
+// GetInfo, the CSI handler's validation (kubeletValidatePlugin),
 // then, if it passes, the registration (registrartest.Register), else the
 // notification of its error. It returns the versions announced and the
 // kubelet's error ("" when registered).
 func kubeletRegisters(t *testing.T, path string) (versions []string, refusal string) {
 	t.Helper()
-	// The status names a socket a moment before it listens; a kubelet
-	// retries a refused dial, this one waits until the socket answers.
-	eventually(t, path+" answering", func() bool { return answers(path) })
 	info, err := registrartest.GetInfoSocket(t.Context(), path)
 	if err != nil {
 		t.Fatalf("GetInfo on %s: %v", path, err)

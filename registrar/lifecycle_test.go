@@ -24,20 +24,20 @@ func rowDriverWaitIsEventDriven(t *testing.T) {
 	var logs logBuffer
 	clk := registrar.NewFakeClock()
 	r, _ := startRegistrarOn(t, clk, e, &logs, nil)
-	eventually(t, "waiting for driver", func() bool { return r.Status().Stage == registrar.StageWaitingForDriver })
+	wantStage(t, r, registrar.StageWaitingForDriver)
 	// With no socket and no file event the wait must not wake up until the
 	// reconcile period: a polling loop would have looked many times in the
 	// 29 s that pass here (the progress log line comes every 10 s).
 	const look = "looking at the driver socket"
 	clk.WaitForTimer(t, registrar.ReconcilePeriod, patience)
 	clk.Advance(registrar.ReconcilePeriod - time.Second)
-	eventually(t, "a progress line", func() bool { return strings.Contains(logs.String(), "still waiting for the CSI driver") })
+	awaitLog(t, &logs, "a progress line", logAtLeast("still waiting for the CSI driver", 1))
 	if n := strings.Count(logs.String(), look); n != 1 {
 		t.Fatalf("the driver wait looked at the socket %d times without any file event, want 1", n)
 	}
 	// The reconcile period: one more look, for an event the watcher lost.
 	clk.Advance(time.Second)
-	eventually(t, "a look at the reconcile period", func() bool { return strings.Count(logs.String(), look) == 2 })
+	awaitLog(t, &logs, "a look at the reconcile period", logCount(look, 2))
 	if code, body := get(r, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz while waiting for the driver = %d %q, want 200", code, body)
 	}
@@ -45,7 +45,7 @@ func rowDriverWaitIsEventDriven(t *testing.T) {
 		t.Errorf("/readyz while waiting for the driver = %d %q, want 503 naming the stage", code, body)
 	}
 	startStubDriver(t, e, stubName)
-	eventually(t, "registration socket after the driver appeared", func() bool { return answers(e.regSock(stubName)) })
+	awaitStatus(t, r, "registration socket after the driver appeared", serving(e.regSock(stubName)))
 }
 
 // Behaviour 1: --connection-timeout ends the wait with an error naming the
@@ -94,9 +94,7 @@ func rowDriverNameWaitsForProbe(t *testing.T) {
 	d := &namedDriver{name: "ignored", notReady: true}
 	serveNamedDriver(t, e.driverSock, d)
 	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.DriverName = "given.example.com" })
-	eventually(t, "a not-ready Probe seen", func() bool {
-		return strings.Contains(r.Status().Detail, "not ready")
-	})
+	awaitStatus(t, r, "a not-ready Probe seen", func(st registrar.Status) bool { return strings.Contains(st.Detail, "not ready") })
 	if _, err := os.Lstat(e.regSock("given.example.com")); err == nil {
 		t.Fatal("registration socket created before the driver was ready")
 	}
@@ -104,8 +102,7 @@ func rowDriverNameWaitsForProbe(t *testing.T) {
 		t.Fatalf("stage %v while the driver is not ready, want waiting for driver", st)
 	}
 	d.setReady(true)
-	wantStage(t, r, registrar.StageWaitingForKubelet)
-	eventually(t, "socket for --driver-name", func() bool { return answers(e.regSock("given.example.com")) })
+	awaitStatus(t, r, "socket for --driver-name", serving(e.regSock("given.example.com")))
 	info, err := registrartest.GetInfoSocket(context.Background(), e.regSock("given.example.com"))
 	if err != nil || info.Name != "given.example.com" {
 		t.Fatalf("GetInfo = %v, %v; want the --driver-name", info, err)
@@ -120,11 +117,9 @@ func rowDeletedSocketRecreated(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, &logs, nil)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	os.Remove(sock)
-	eventually(t, "socket re-created", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(sock)
-	})
+	awaitStatus(t, r, "socket re-created", servingNew(r, sock, "deleted", 1))
 	l := logs.String()
 	if !strings.Contains(l, "registration socket was deleted; re-creating it") || !strings.Contains(l, "outcome=gone") {
 		t.Errorf("the log does not say the socket was gone and re-created:\n%s", l)
@@ -135,7 +130,7 @@ func rowDeletedSocketRecreated(t *testing.T) {
 	if _, err := registrartest.Register(context.Background(), sock); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "registered on the new socket", func() bool { return r.Status().Stage == registrar.StageRegistered })
+	awaitStatus(t, r, "registered on the new socket", stageIs(registrar.StageRegistered))
 }
 
 // Behaviour 5 with rule 3: a socket replaced by another live socket is not fought over.
@@ -168,11 +163,11 @@ func rowReplacedSocketNotFought(t *testing.T) {
 		t.Fatal(err)
 	}
 	theirs := inode(t, sock)
-	eventually(t, "conflict", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
+	awaitStatus(t, r, "conflict", stageIs(registrar.StageSocketConflict))
 	// Several retry rounds (1 s cap), each one a conflict again.
 	for round := 2; round <= 5; round++ {
 		clk.Fire(t, registrar.MinRegistrationRetryMax, patience)
-		eventually(t, fmt.Sprintf("conflict number %d", round), func() bool { return strings.Count(logs.String(), "outcome=conflict") >= round })
+		awaitLog(t, logs, fmt.Sprintf("conflict number %d", round), logAtLeast("outcome=conflict", round))
 		if !answers(sock) || inode(t, sock) != theirs {
 			t.Fatalf("round %d: the registrar replaced another process's live socket", round)
 		}
@@ -195,17 +190,15 @@ func rowRejectionRecreatesSocket(t *testing.T) {
 		if err := registrartest.Reject(ctx, sock, "test rejection"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "retry "+wantRetry.String()+" logged", func() bool {
-			// The stage is published after the log line: wait for both, or
-			// the re-creation below could be taken for the earlier socket.
-			return strings.Count(logs.String(), "kubelet rejected the registration") == n &&
-				strings.Contains(lastLine(logs.String(), "kubelet rejected the registration"), "retryIn="+wantRetry.String()) &&
-				r.Status().Stage == registrar.StageRejected
-		})
+		// The stage is published after the log line: wait for both, or
+		// the re-creation below could be taken for the earlier socket.
+		l := awaitLog(t, logs, fmt.Sprintf("rejection %d logged", n), logCount("kubelet rejected the registration", n))
+		if last := lastLine(l, "kubelet rejected the registration"); !strings.Contains(last, "retryIn="+wantRetry.String()) {
+			t.Fatalf("rejection %d: %q, want a retry in %s", n, last, wantRetry)
+		}
+		wantStage(t, r, registrar.StageRejected)
 		clk.Fire(t, wantRetry, patience)
-		eventually(t, "socket re-created after the rejection", func() bool {
-			return r.Status().Stage == registrar.StageWaitingForKubelet && answers(sock)
-		})
+		awaitStatus(t, r, "socket re-created after the rejection", servingNew(r, sock, "rejected", n))
 	}
 	reject(1, 3*time.Second) // the backoff's 1 s, at least kubeletRetryProbe while the kubelet's kind is unknown
 	if k := r.Status().KubeletRetry; k != registrar.KubeletRetryNever {
@@ -218,7 +211,7 @@ func rowRejectionRecreatesSocket(t *testing.T) {
 	if err := registrartest.NotifySocket(ctx, sock, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
+	wantStage(t, r, registrar.StageRegistered)
 	reject(3, time.Second) // reset after success
 	if n := strings.Count(logs.String(), "kubelet did not retry on the same socket"); n != 1 {
 		t.Errorf("the inferred kubelet behaviour was logged %d times, want once", n)
@@ -245,20 +238,19 @@ func rowKubeletSilenceRecreatesSocket(t *testing.T) {
 	clk := registrar.NewFakeClock()
 	r, _ := startRegistrarOn(t, clk, e, nil, func(o *registrar.Options) { o.KubeletWait = registrar.MinKubeletWait })
 	// (The driver wait's progress timer has the same 10 s: wait for the socket.)
-	eventually(t, "socket", func() bool { return r.Status().Stage == registrar.StageWaitingForKubelet })
-	clk.Fire(t, registrar.MinKubeletWait, patience)
-	eventually(t, "silence noticed", func() bool { return strings.Contains(r.Status().Detail, "no GetInfo from the kubelet for 10s") })
-	clk.Fire(t, time.Second, patience)
-	eventually(t, "a re-creation for kubelet silence", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`)
-	})
-	// A GetInfo stops the clock: no further silent re-creation.
 	sock := e.regSock(stubName)
-	eventually(t, "socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "socket", serving(sock))
+	clk.Fire(t, registrar.MinKubeletWait, patience)
+	awaitStatus(t, r, "silence noticed", func(st registrar.Status) bool {
+		return strings.Contains(st.Detail, "no GetInfo from the kubelet for 10s")
+	})
+	clk.Fire(t, time.Second, patience)
+	awaitStatus(t, r, "a re-creation for kubelet silence", servingNew(r, sock, "kubelet-silent", 1))
+	// A GetInfo stops the clock: no further silent re-creation.
 	if _, err := registrartest.Register(context.Background(), sock); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "registered", func() bool { return r.Status().Stage == registrar.StageRegistered })
+	wantStage(t, r, registrar.StageRegistered)
 	clk.Advance(time.Hour)
 	// A reconcile tick is the only timer left; once it ran, nothing changed.
 	clk.WaitForTimer(t, registrar.ReconcilePeriod, patience)
@@ -275,11 +267,11 @@ func rowDriverRenamed(t *testing.T) {
 	d := &namedDriver{name: "one.example.com"}
 	stop := serveNamedDriver(t, e.driverSock, d)
 	r, _ := startRegistrar(t, e, nil, nil)
-	eventually(t, "socket for one", func() bool { return answers(e.regSock("one.example.com")) })
+	awaitStatus(t, r, "socket for one", serving(e.regSock("one.example.com")))
 	stop()
 	d2 := &namedDriver{name: "two.example.com"}
 	serveNamedDriver(t, e.driverSock, d2)
-	eventually(t, "socket for two", func() bool { return answers(e.regSock("two.example.com")) })
+	awaitStatus(t, r, "socket for two", serving(e.regSock("two.example.com")))
 	if _, err := os.Lstat(e.regSock("one.example.com")); err == nil {
 		t.Fatal("the old name's socket is still there")
 	}
@@ -296,7 +288,7 @@ func rowDriverRenamedInvalid(t *testing.T) {
 	d := &namedDriver{name: "one.example.com"}
 	stop := serveNamedDriver(t, e.driverSock, d)
 	r, run := startRegistrar(t, e, nil, nil)
-	eventually(t, "socket for one", func() bool { return answers(e.regSock("one.example.com")) })
+	awaitStatus(t, r, "socket for one", serving(e.regSock("one.example.com")))
 	stop()
 	serveNamedDriver(t, e.driverSock, &namedDriver{name: "../../evil"})
 	select {
@@ -319,26 +311,32 @@ func rowHealthFollowsDriverAndLoop(t *testing.T) {
 	e := newEnv(t)
 	d := &namedDriver{name: stubName}
 	stop := serveNamedDriver(t, e.driverSock, d)
-	r, run := startRegistrar(t, e, nil, nil)
+	var logs logBuffer
+	r, run := startRegistrar(t, e, &logs, nil)
 	sock := e.regSock(stubName)
-	eventually(t, "socket", func() bool { return answers(sock) })
-	if _, err := registrartest.Register(context.Background(), sock); err != nil {
-		t.Fatal(err)
+	awaitStatus(t, r, "socket", serving(sock))
+	registerNow(t, r, sock)
+	if code, body := get(r, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz registered, with the driver answering = %d %q, want 200", code, body)
 	}
-	eventually(t, "ready", func() bool { code, _ := get(r, "/readyz"); return code == http.StatusOK })
 	stop()
 	code, body := get(r, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "Probe") {
 		t.Fatalf("/readyz with the driver gone = %d %q, want 503 naming Probe", code, body)
 	}
 	// driver_reachable has one writer, the control loop, which sees the
-	// driver's socket go.
-	eventually(t, "driver_reachable 0 with the driver gone", func() bool {
-		_, m := get(r, "/metrics")
-		return strings.Contains(m, "csi_registrar_driver_reachable 0")
-	})
+	// driver's socket go, and logs it after it wrote the metric.
+	awaitLog(t, &logs, "the outage logged", logCount("driver stopped answering", 1))
+	if m := metric(r); !strings.Contains(m, "csi_registrar_driver_reachable 0\n") {
+		t.Fatalf("driver_reachable not 0 with the driver gone:\n%s", m)
+	}
 	serveNamedDriver(t, e.driverSock, d)
-	eventually(t, "ready again", func() bool { code, _ := get(r, "/readyz"); return code == http.StatusOK })
+	// The loop logs the driver's return once its name was asked again on the
+	// new socket: the client's connection is up, /readyz's Probe goes through.
+	awaitLog(t, &logs, "the return logged", logCount("driver answers again", 1))
+	if code, body := get(r, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz with the driver back = %d %q, want 200", code, body)
+	}
 	if code, _ := get(r, "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d while running", code)
 	}

@@ -94,13 +94,13 @@ func TestHandoverTouchesOnlyItsOwnFiles(t *testing.T) {
 	}
 
 	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n)
-	wantRegistered(t, a)
+	handoverKubeletRegisters(t, n, a)
 	b := startPod(t, n, "b") // a rollout
 	wantRegistered(t, b)
 	wantLink(t, n, b)
 	b.reg.stop(t) // undone midway: the new pod goes, the old one stays
 	wantLink(t, n, a)
+	wantNewestAgain(t, a)
 	c := startPod(t, n, "c") // rolled out again
 	wantRegistered(t, c)
 	wantLink(t, n, c)

@@ -27,9 +27,7 @@ func rowRegistrationAsKubeletDoes(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletRegistrationPath = e.driverSock })
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool {
-		return isSocket(sock) && r.Status().Stage == registrar.StageWaitingForKubelet
-	})
+	awaitStatus(t, r, "registration socket", serving(sock))
 
 	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("registration socket mode = %v (err %v), want 0600", st.Mode().Perm(), err)
@@ -57,7 +55,7 @@ func rowRegistrationAsKubeletDoes(t *testing.T) {
 		ni.GetAccessibleTopology().GetSegments()["topology.stub.csi.example.com/zone"] != "zone-a" {
 		t.Errorf("NodeGetInfo = %v, want node-1, 7 volumes, zone-a", ni)
 	}
-	eventually(t, "stage registered after Notify(true)", func() bool { return r.Status().Stage == registrar.StageRegistered })
+	awaitStatus(t, r, "stage registered after Notify(true)", stageIs(registrar.StageRegistered))
 	if code, body := get(r, "/readyz"); code != http.StatusOK || !strings.Contains(body, "registered") {
 		t.Errorf("/readyz after Notify(true) = %d %q, want 200 registered", code, body)
 	}
@@ -66,7 +64,7 @@ func rowRegistrationAsKubeletDoes(t *testing.T) {
 	if err := registrartest.NotifySocket(context.Background(), sock, false, why); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "stage rejected after Notify(false)", func() bool { return r.Status().Stage == registrar.StageRejected })
+	awaitStatus(t, r, "stage rejected after Notify(false)", stageIs(registrar.StageRejected))
 	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, why) {
 		t.Errorf("/readyz after Notify(false) = %d %q, want 503 with the kubelet's error", code, body)
 	}
@@ -90,7 +88,7 @@ func rowExitRemovesSocket(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, run := startRegistrar(t, e, nil, nil)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return isSocket(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	if err := run.stop(t); err != nil {
 		t.Fatalf("Run after cancel = %v, want nil", err)
 	}
@@ -107,7 +105,7 @@ func rowExitKeepsReplacedFile(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, run := startRegistrar(t, e, nil, nil)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return isSocket(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	// Replace it behind the registrar's back (atomically, so that it cannot
 	// re-create its socket in between), then stop.
 	tmp := filepath.Join(e.regDir, ".other")
@@ -117,7 +115,7 @@ func rowExitKeepsReplacedFile(t *testing.T) {
 	if err := os.Rename(tmp, sock); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the file noticed", func() bool { return r.Status().Stage == registrar.StageSocketNotASocket })
+	awaitStatus(t, r, "the file noticed", stageIs(registrar.StageSocketNotASocket))
 	run.stop(t)
 	if b, err := os.ReadFile(sock); err != nil || string(b) != "not yours" {
 		t.Fatalf("the file put at the path was touched: %q, %v", b, err)
@@ -135,8 +133,7 @@ func rowStaleSocketReplaced(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, nil, nil)
 	// (Inode numbers are reused at once on tmpfs, so "answers" is the test.)
-	eventually(t, "an answering registration socket", func() bool { return isSocket(sock) && answers(sock) })
-	wantStage(t, r, registrar.StageWaitingForKubelet)
+	awaitStatus(t, r, "an answering registration socket", serving(sock))
 }
 
 // rowLiveSocketNotRemoved: a socket another process serves is never
@@ -163,7 +160,7 @@ func rowLiveSocketNotRemoved(t *testing.T) {
 	var logs logBuffer
 	startStubDriver(t, e, stubName)
 	r, _ := startRegistrar(t, e, &logs, func(o *registrar.Options) { o.RegistrationRetryMax = time.Second })
-	eventually(t, "socket conflict stage", func() bool { return r.Status().Stage == registrar.StageSocketConflict })
+	awaitStatus(t, r, "socket conflict stage", stageIs(registrar.StageSocketConflict))
 	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "socket conflict") {
 		t.Errorf("/readyz = %d %q, want 503 naming the socket conflict", code, body)
 	}
@@ -171,14 +168,12 @@ func rowLiveSocketNotRemoved(t *testing.T) {
 		t.Errorf("no conflict in the log:\n%s", logs.String())
 	}
 	// Let it retry a few times: the other socket must survive every attempt.
-	eventually(t, "two conflict log lines", func() bool { return strings.Count(logs.String(), "outcome=conflict") >= 2 })
+	awaitLog(t, &logs, "two conflict log lines", logAtLeast("outcome=conflict", 2))
 	if inode(t, sock) != theirs {
 		t.Fatal("the live socket of another process was replaced")
 	}
 	other.Close() // unlinks the path: the registrar may take it now
-	eventually(t, "registrar serving after the other process left", func() bool {
-		return r.Status().Stage == registrar.StageWaitingForKubelet && answers(sock)
-	})
+	awaitStatus(t, r, "registrar serving after the other process left", serving(sock))
 }
 
 // rowNonSocketRefused: a regular file, a directory or a symlink at the
@@ -199,7 +194,7 @@ func rowNonSocketRefused(t *testing.T) {
 			before, _ := os.Lstat(sock)
 			startStubDriver(t, e, stubName)
 			r, run := startRegistrar(t, e, nil, nil)
-			eventually(t, "not a socket", func() bool { return r.Status().Stage == registrar.StageSocketNotASocket })
+			awaitStatus(t, r, "not a socket", stageIs(registrar.StageSocketNotASocket))
 			if !strings.Contains(r.Status().Detail, "not a socket") {
 				t.Errorf("status detail %q does not say it is not a socket", r.Status().Detail)
 			}

@@ -35,20 +35,19 @@ func rowGetInfoWithoutNotifyRecreatesSocket(t *testing.T) {
 	if _, err := registrartest.GetInfoSocket(ctx, sock); err != nil { // GetInfo, then hang up
 		t.Fatal(err)
 	}
-	eventually(t, "GetInfo noticed", func() bool {
-		_, body := get(r, "/readyz")
-		return strings.Contains(body, "waiting for kubelet: GetInfo answered, waiting for the kubelet's NotifyRegistrationStatus")
-	})
+	readyzSays := func(what, want string) {
+		t.Helper()
+		awaitStatus(t, r, what, func(st registrar.Status) bool { return strings.Contains(st.String(), want) })
+		if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
+			t.Errorf("/readyz = %d %q, want 503 with %q", code, body, want)
+		}
+	}
+	readyzSays("GetInfo noticed", "waiting for kubelet: GetInfo answered, waiting for the kubelet's NotifyRegistrationStatus")
 	clk.Fire(t, registrar.DefaultKubeletWait, patience)
-	eventually(t, "/readyz naming the missing Notify", func() bool {
-		code, body := get(r, "/readyz")
-		return code == http.StatusServiceUnavailable &&
-			strings.Contains(body, "waiting for kubelet: GetInfo answered, no NotifyRegistrationStatus for 2m")
-	})
+	readyzSays("/readyz naming the missing Notify", "waiting for kubelet: GetInfo answered, no NotifyRegistrationStatus for 2m")
 	clk.Fire(t, time.Second, patience) // the first backoff step
-	eventually(t, "a new socket", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="no-notify"} 1`) &&
-			r.Status().Detail == "socket created, no GetInfo from the kubelet yet" && answers(sock)
+	awaitStatus(t, r, "a new socket", func(st registrar.Status) bool {
+		return st.Detail == "socket created, no GetInfo from the kubelet yet" && servingNew(r, sock, "no-notify", 1)(st)
 	})
 	registerNow(t, r, sock)
 }
@@ -70,9 +69,7 @@ func rowKubeletThatRetriesKeepsSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 		rejections++
-		eventually(t, fmt.Sprintf("rejection %d handled", rejections), func() bool {
-			return strings.Count(logs.String(), "kubelet rejected the registration") == rejections
-		})
+		awaitLog(t, logs, fmt.Sprintf("rejection %d handled", rejections), logCount("kubelet rejected the registration", rejections))
 	}
 	reject()
 	if k := r.Status().KubeletRetry; k != registrar.KubeletRetryUnknown {
@@ -80,7 +77,7 @@ func rowKubeletThatRetriesKeepsSocket(t *testing.T) {
 	}
 	// The kubelet's retry (its 500 ms) comes before the registrar's 1 s.
 	reject()
-	eventually(t, "a retrying kubelet inferred", func() bool { return r.Status().KubeletRetry == registrar.KubeletRetryItself })
+	awaitStatus(t, r, "a retrying kubelet inferred", func(st registrar.Status) bool { return st.KubeletRetry == registrar.KubeletRetryItself })
 	if st := r.Status(); st.Stage != registrar.StageRejected || !strings.Contains(st.Detail, why) ||
 		!strings.Contains(st.Detail, "retries by itself") {
 		t.Errorf("status %q, want rejected with the kubelet's error and that the kubelet retries", st)
@@ -105,11 +102,11 @@ func rowKubeletThatRetriesKeepsSocket(t *testing.T) {
 	// Rejected again, and then the kubelet stays silent: a new socket.
 	reject()
 	clk.Fire(t, registrar.KubeletRetrySilence, patience)
-	eventually(t, "silence noticed", func() bool { return strings.Contains(r.Status().Detail, "the kubelet stopped retrying for 2m30s") })
-	clk.Fire(t, time.Second, patience)
-	eventually(t, "re-created after the silence", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="kubelet-silent"} 1`) && answers(sock)
+	awaitStatus(t, r, "silence noticed", func(st registrar.Status) bool {
+		return strings.Contains(st.Detail, "the kubelet stopped retrying for 2m30s")
 	})
+	clk.Fire(t, time.Second, patience)
+	awaitStatus(t, r, "re-created after the silence", servingNew(r, sock, "kubelet-silent", 1))
 	if n := strings.Count(logs.String(), "kubelet retries registration by itself: keeping the socket"); n != 1 {
 		t.Errorf("the inference was logged %d times, want once", n)
 	}
@@ -140,11 +137,11 @@ func startWatched(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer)
 func registerAndLoseEvents(t *testing.T, r *registrar.Registrar, w *fsnotify.Watcher, e env) {
 	t.Helper()
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
-	if _, err := registrartest.Register(context.Background(), sock); err != nil {
-		t.Fatal(err)
+	awaitStatus(t, r, "registration socket", serving(sock))
+	registerNow(t, r, sock)
+	if code, body := get(r, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz registered = %d %q, want 200", code, body)
 	}
-	eventually(t, "ready", func() bool { code, _ := get(r, "/readyz"); return code == http.StatusOK })
 	if err := w.Remove(e.regDir); err != nil {
 		t.Fatal(err)
 	}
@@ -165,14 +162,10 @@ func rowReconcileFindsMissedDelete(t *testing.T) {
 	r, w := startWatched(t, clk, e, nil)
 	registerAndLoseEvents(t, r, w, e)
 	clk.Fire(t, registrar.ReconcilePeriod, patience)
-	eventually(t, "socket re-created by the reconcile", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(e.regSock(stubName))
-	})
-	// The stage is published after the socket serves: wait for it.
-	eventually(t, "/readyz 503 waiting for kubelet after the reconcile", func() bool {
-		code, body := get(r, "/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "waiting for kubelet")
-	})
+	awaitStatus(t, r, "socket re-created by the reconcile", servingNew(r, e.regSock(stubName), "deleted", 1))
+	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for kubelet") {
+		t.Errorf("/readyz after the reconcile = %d %q, want 503 waiting for kubelet", code, body)
+	}
 }
 
 // Issue 13: a file watcher error (e.g. fsnotify.ErrEventOverflow, which the
@@ -186,13 +179,10 @@ func rowWatcherErrorReconciles(t *testing.T) {
 	r, w := startWatched(t, clk, e, &logs)
 	registerAndLoseEvents(t, r, w, e)
 	w.Errors <- fsnotify.ErrEventOverflow // no clock advance: only the error can trigger it
-	eventually(t, "socket re-created after the watcher error", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(e.regSock(stubName))
-	})
+	awaitStatus(t, r, "socket re-created after the watcher error", servingNew(r, e.regSock(stubName), "deleted", 1))
 	if !strings.Contains(logs.String(), "file watcher error; reconciling now") {
 		t.Errorf("the watcher error is not logged as a reconcile:\n%s", logs.String())
 	}
-	wantStage(t, r, registrar.StageWaitingForKubelet)
 }
 
 // Issue 13: the driver stopping and answering again are logged once each,
@@ -206,21 +196,20 @@ func rowDriverOutageLogged(t *testing.T) {
 	clk := registrar.NewFakeClock()
 	r, _ := startRegistrarOn(t, clk, e, &logs, quietKubelet)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	down := func(n int) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("outage %d logged", n), func() bool {
-			return strings.Count(logs.String(), "driver stopped answering") == n &&
-				strings.Contains(lastLine(logs.String(), "driver stopped answering"), "driver="+stubName+" socket="+sock) &&
-				strings.Contains(lastLine(logs.String(), "driver stopped answering"), "outcome=unreachable")
-		})
+		l := lastLine(awaitLog(t, &logs, fmt.Sprintf("outage %d logged", n), logCount("driver stopped answering", n)), "driver stopped answering")
+		if !strings.Contains(l, "driver="+stubName+" socket="+sock) || !strings.Contains(l, "outcome=unreachable") {
+			t.Errorf("outage %d logged as %q, want the driver, the socket and outcome=unreachable", n, l)
+		}
 	}
 	up := func(n int) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("recovery %d logged", n), func() bool {
-			return strings.Count(logs.String(), "driver answers again") == n &&
-				strings.Contains(lastLine(logs.String(), "driver answers again"), "outcome=reachable")
-		})
+		l := lastLine(awaitLog(t, &logs, fmt.Sprintf("recovery %d logged", n), logCount("driver answers again", n)), "driver answers again")
+		if !strings.Contains(l, "outcome=reachable") {
+			t.Errorf("recovery %d logged as %q, want outcome=reachable", n, l)
+		}
 	}
 	d.setReady(false) // hangs without exiting
 	clk.Fire(t, registrar.ReconcilePeriod, patience)
@@ -236,11 +225,10 @@ func rowDriverOutageLogged(t *testing.T) {
 	down(2)
 	serveNamedDriver(t, e.driverSock, d)
 	// The first GetPluginInfo after the Create event may find the driver not
-	// serving yet: the recheck backs off on the fake clock, so move it.
-	eventually(t, "the recheck after the restart", func() bool {
-		clk.Advance(time.Second)
-		return strings.Count(logs.String(), "driver answers again") == 2
-	})
+	// serving yet (its socket's file is there from bind(2), a moment before
+	// listen(2)): the recheck backs off on the fake clock, so fire each
+	// recheck as it is armed until the driver's return is logged.
+	clk.FireUntil(t, logged(t, &logs, logCount("driver answers again", 2)), patience, recheckBackoff()...)
 	up(2)
 	if m := metric(r); !strings.Contains(m, "csi_registrar_driver_reachable 1") {
 		t.Errorf("driver_reachable not 1 after the driver came back:\n%s", m)
@@ -250,6 +238,17 @@ func rowDriverOutageLogged(t *testing.T) {
 	}
 }
 
+// recheckBackoff is the delays of the control loop's looks at a driver that
+// answered before and fails now (driverState.recheckBackoff: 100 ms,
+// doubling, at most 10 s).
+func recheckBackoff() []time.Duration {
+	var ds []time.Duration
+	for d := 100 * time.Millisecond; d < 10*time.Second; d *= 2 {
+		ds = append(ds, d)
+	}
+	return append(ds, 10*time.Second)
+}
+
 // Issue 13: Run a second time returns an error (it panicked), and the status
 // after Run returned is "stopped" (it stayed "registered").
 func rowRunOnceThenStopped(t *testing.T) {
@@ -257,7 +256,7 @@ func rowRunOnceThenStopped(t *testing.T) {
 	startStubDriver(t, e, stubName)
 	r, run := startRegistrar(t, e, nil, nil)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	registerNow(t, r, sock)
 	ended, cancel := context.WithCancel(context.Background())
 	cancel() // so that a second Run that would run returns at once
@@ -292,7 +291,7 @@ func rowRegistrationDirectoryMissing(t *testing.T) {
 	start(t, r.Run)
 	w := <-watchers
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	// The directory goes (as when its volume is unmounted) with its events
 	// lost: the reconcile finds the socket gone, and no directory to serve in.
 	if err := w.Remove(e.regDir); err != nil {
@@ -302,7 +301,7 @@ func rowRegistrationDirectoryMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Fire(t, registrar.ReconcilePeriod, patience)
-	eventually(t, "directory missing", func() bool { return r.Status().Stage == registrar.StageSocketDirectoryMissing })
+	wantStage(t, r, registrar.StageSocketDirectoryMissing)
 	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "registration directory missing") {
 		t.Errorf("/readyz = %d %q, want 503 naming the missing directory", code, body)
 	}
@@ -314,13 +313,9 @@ func rowRegistrationDirectoryMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Fire(t, time.Second, patience)
-	eventually(t, "served in the new directory", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="missing-directory"} 1`) && answers(sock)
-	})
+	awaitStatus(t, r, "served in the new directory", servingNew(r, sock, "missing-directory", 1))
 	os.Remove(sock) // the new directory is watched: an event, no clock
-	eventually(t, "re-created on the event", func() bool {
-		return strings.Contains(metric(r), `csi_registrar_socket_creations_total{reason="deleted"} 1`) && answers(sock)
-	})
+	awaitStatus(t, r, "re-created on the event", servingNew(r, sock, "deleted", 1))
 }
 
 // quietKubelet gives the kubelet longer than a test advances the clock:
@@ -409,12 +404,12 @@ func rowSelfCheckIsNotTheKubelet(t *testing.T) {
 	clk := registrar.NewFakeClock()
 	r, w := startWatched(t, clk, e, &logs)
 	sock := e.regSock(stubName)
-	eventually(t, "registration socket", func() bool { return answers(sock) })
+	awaitStatus(t, r, "registration socket", serving(sock))
 	registerNow(t, r, sock)
 	w.Errors <- fsnotify.ErrEventOverflow
-	eventually(t, "the reconcile done", func() bool { return strings.Contains(logs.String(), "deep=true") })
+	awaitLog(t, &logs, "the reconcile done", logAtLeast("deep=true", 1))
 	w.Errors <- fsnotify.ErrEventOverflow // the loop took the first one: it is done with it
-	eventually(t, "a second reconcile", func() bool { return strings.Count(logs.String(), "deep=true") == 2 })
+	awaitLog(t, &logs, "a second reconcile", logCount("deep=true", 2))
 	if m := metric(r); !strings.Contains(m, "csi_registrar_getinfo_calls_total 1\n") ||
 		!strings.Contains(m, `csi_registrar_socket_creations_total{reason="start"} 1`) || !strings.Contains(m, `csi_registrar_socket_creations_total{reason="unresponsive"} 0`) {
 		t.Errorf("the self-check counted as the kubelet's GetInfo, or re-created the socket:\n%s", m)

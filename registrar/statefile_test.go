@@ -56,7 +56,7 @@ func TestStateFileFollowsRun(t *testing.T) {
 	want(registrar.StageRejected, false, "not registered: kubelet rejected for ", "kubelet says no")
 
 	// The socket is re-created after the backoff; the kubelet registers it.
-	eventually(t, "a new registration socket", func() bool { return r.Status().Stage == registrar.StageWaitingForKubelet && answers(sock) })
+	awaitStatus(t, r, "a new registration socket", servingNew(r, sock, "rejected", 1))
 	registerNow(t, r, sock)
 	want(registrar.StageRegistered, true, "registered for ", "(driver "+stubName+", pid ")
 
