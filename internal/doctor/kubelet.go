@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
@@ -121,11 +123,7 @@ func (d *diagnosis) compareKubelet() {
 			live[e.Plugin.Name] = e
 		}
 	}
-	names := make([]string, 0, len(ks.Drivers))
-	for n := range ks.Drivers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ks.Drivers))
 	for _, name := range names {
 		v := ks.Drivers[name]
 		livePath := ""
@@ -204,11 +202,7 @@ func kubeletText(ks *KubeletState) [][]string {
 		return [][]string{{"KUBELET (" + kubeletplugins.Metric + ")", "not read: " + ks.Error}}
 	}
 	rows := [][]string{{"KUBELET DRIVER", "ACTUAL STATE", "RETIRED", "DESIRED ONLY", "LATEST REGISTERED"}}
-	names := make([]string, 0, len(ks.Drivers))
-	for n := range ks.Drivers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ks.Drivers))
 	for _, n := range names {
 		v := ks.Drivers[n]
 		latest := v.Latest(n)
