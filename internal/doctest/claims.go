@@ -2,6 +2,7 @@ package doctest
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -339,11 +340,7 @@ func (c MakeClaim) Check(targets map[string]bool) error {
 	if targets[c.Target] {
 		return nil
 	}
-	known := make([]string, 0, len(targets))
-	for t := range targets {
-		known = append(known, t)
-	}
-	slices.Sort(known)
+	known := slices.Sorted(maps.Keys(targets))
 	return fmt.Errorf("%s: `make %s`, but `make help` lists no target %s (it lists: %s)", c, c.Target, c.Target, strings.Join(known, " "))
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 
 	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -88,12 +87,7 @@ func (d *diagnosis) kubeletDriverNames(st kubeletplugins.State) []string {
 			names[name] = true
 		}
 	}
-	out := make([]string, 0, len(names))
-	for n := range names {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(names))
 }
 
 func cutSuffix(s, suffix string) (string, bool) {
