@@ -42,7 +42,7 @@ func validateTopology(key, value string) error {
 		name, prefix = prefix, ""
 	}
 	if hasPrefix {
-		if prefix == "" || len(prefix) > 253 || !isDNSSubdomain(prefix) {
+		if prefix == "" || len(prefix) > 253 || !csiplugin.IsDNSSubdomain(prefix) {
 			return bad("the key's prefix must be a DNS subdomain of at most 253 characters", "use a prefix such as topology.example.com/")
 		}
 		for _, reserved := range []string{"kubernetes.io", "k8s.io"} {
@@ -108,20 +108,3 @@ func isLabelName(s string) bool {
 	}
 	return true
 }
-
-// isDNSSubdomain reports whether s is a lower-case DNS-1123 subdomain.
-func isDNSSubdomain(s string) bool {
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if c := label[i]; !isLowerAlnum(c) && c != '-' {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

@@ -55,6 +55,15 @@ func startProc(t *testing.T, bin string, args ...string) *proc {
 	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{}), stateFile: filepath.Join(t.TempDir(), "registrar.state")}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.Env = append(childEnv(), envPrefix+"STATE_FILE="+p.stateFile)
+	p.start(t)
+	p.killAtEnd(t, filepath.Base(bin), args)
+	return p
+}
+
+// start starts p.cmd and a goroutine that waits for it, records its
+// state and closes p.done.
+func (p *proc) start(t *testing.T) {
+	t.Helper()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +72,11 @@ func startProc(t *testing.T, bin string, args ...string) *proc {
 		p.state = p.cmd.ProcessState
 		close(p.done)
 	}()
+}
+
+// killAtEnd kills p at the end of the test if it is still running and, if
+// the test failed, logs its command line (name and args) and its output.
+func (p *proc) killAtEnd(t *testing.T, name string, args []string) {
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
@@ -71,10 +85,9 @@ func startProc(t *testing.T, bin string, args ...string) *proc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("%s %s\nstdout:\n%s\nstderr:\n%s", filepath.Base(bin), strings.Join(args, " "), p.stdout.String(), p.stderr.String())
+			t.Logf("%s %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), p.stdout.String(), p.stderr.String())
 		}
 	})
-	return p
 }
 
 // childEnv is the test's environment without variables the commands read.

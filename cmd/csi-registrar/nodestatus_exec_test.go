@@ -99,25 +99,8 @@ func startProcEnv(t *testing.T, extra []string, bin string, args ...string) *pro
 	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.Env = append(childEnv(), extra...)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s %s\nstdout:\n%s\nstderr:\n%s", bin, strings.Join(args, " "), p.stdout.String(), p.stderr.String())
-		}
-	})
+	p.start(t)
+	p.killAtEnd(t, bin, args)
 	return p
 }
 

@@ -269,14 +269,7 @@ func startQuiet(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{}), stateFile: filepath.Join(t.TempDir(), "registrar.state")}
 	p.cmd.Env = append(childEnv(), envPrefix+"STATE_FILE="+p.stateFile)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		close(p.done)
-	}()
+	p.start(t)
 	t.Cleanup(func() { p.stop() })
 	return p
 }

@@ -82,13 +82,7 @@ func TestExecRegistrationProbe(t *testing.T) {
 		{
 			name: "stale pid",
 			setup: func(t *testing.T) string {
-				f := newFixture(t)
-				reg := f.startRegistrar(t)
-				// Published once the socket listens (its file appears
-				// before, at bind).
-				waitStateStage(t, reg.stateFile, "waiting for kubelet")
-				f.kubeletRegister(t)
-				waitStateStage(t, reg.stateFile, "registered")
+				reg := startRegistered(t)
 				reg.signal(t, syscall.SIGKILL)
 				reg.wait(t)
 				return reg.stateFile
@@ -149,11 +143,7 @@ func TestExecRegistrationProbe(t *testing.T) {
 		{
 			name: "confirmed",
 			setup: func(t *testing.T) string {
-				f := newFixture(t)
-				reg := f.startRegistrar(t)
-				waitStateStage(t, reg.stateFile, "waiting for kubelet")
-				f.kubeletRegister(t)
-				waitStateStage(t, reg.stateFile, "registered")
+				reg := startRegistered(t)
 				return reg.stateFile
 			},
 			stdout: []string{"registered for ", "(driver " + testDriver + ", pid "},
@@ -161,11 +151,7 @@ func TestExecRegistrationProbe(t *testing.T) {
 		{
 			name: "stopped",
 			setup: func(t *testing.T) string {
-				f := newFixture(t)
-				reg := f.startRegistrar(t)
-				waitStateStage(t, reg.stateFile, "waiting for kubelet")
-				f.kubeletRegister(t)
-				waitStateStage(t, reg.stateFile, "registered")
+				reg := startRegistered(t)
 				reg.signal(t, syscall.SIGTERM)
 				if code := reg.wait(t); code != 0 {
 					t.Fatalf("registrar exited %d on SIGTERM", code)
@@ -253,4 +239,17 @@ func BenchmarkExecRegistrationProbe(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startRegistered starts a registrar for a new fixture and returns it once
+// the kubelet has registered it, as its state file says.
+func startRegistered(t *testing.T) *proc {
+	t.Helper()
+	f := newFixture(t)
+	reg := f.startRegistrar(t)
+	// Published once the socket listens (its file appears before, at bind).
+	waitStateStage(t, reg.stateFile, "waiting for kubelet")
+	f.kubeletRegister(t)
+	waitStateStage(t, reg.stateFile, "registered")
+	return reg
 }

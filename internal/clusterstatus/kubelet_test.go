@@ -35,6 +35,19 @@ type fakeNodeProxy struct {
 	calls   int
 }
 
+// client returns a clientset of an API server that is f, served until the
+// end of the test.
+func (f *fakeNodeProxy) client(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
 func (f *fakeNodeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.calls++
@@ -85,12 +98,7 @@ func TestKubeletState(t *testing.T) {
 		},
 		status: map[string]int{"node-3": http.StatusForbidden},
 	}
-	srv := httptest.NewServer(proxy)
-	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := proxy.client(t)
 
 	linux := map[string]string{"kubernetes.io/os": "linux"}
 	ds := daemonSet("csi-registrar", "csi-stub-node", pluginSpec("csi-registrar:dev", stub, "--rolling-update=$(POD_UID)"))
@@ -183,12 +191,7 @@ func TestKubeletSaysModePaths(t *testing.T) {
 	announced := "/var/lib/kubelet/plugins_registry/" + stub + "_0cdb0d8c_1795739868663-reg.sock"
 	proxy := &fakeNodeProxy{metrics: map[string]string{"node-1": "# TYPE plugin_manager_total_plugins gauge\n" +
 		"plugin_manager_total_plugins{socket_path=\"" + announced + "\",state=\"desired_state_of_world\"} 1\n"}}
-	srv := httptest.NewServer(proxy)
-	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := proxy.client(t)
 	ds := daemonSet("csi-registrar", "csi-stub-node", pluginSpec("csi-registrar:dev", stub, "--rolling-update=$(POD_UID)"))
 	snap := &Snapshot{
 		Nodes:      []corev1.Node{node("node-1", map[string]string{"kubernetes.io/os": "linux"}, "")},
@@ -209,12 +212,7 @@ func TestKubeletSaysModePaths(t *testing.T) {
 // named in the unknown line, not "an unknown reason".
 func TestKubeletStateRefusedAddress(t *testing.T) {
 	proxy := &fakeNodeProxy{refused: map[string]string{"node-1": "address not allowed"}}
-	srv := httptest.NewServer(proxy)
-	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := proxy.client(t)
 	ds := daemonSet("csi-registrar", "csi-stub-node", pluginSpec("csi-registrar:dev", stub, "--rolling-update=$(POD_UID)"))
 	snap := &Snapshot{
 		Nodes:      []corev1.Node{node("node-1", map[string]string{"kubernetes.io/os": "linux"}, `{"stub.csi.example.com":"node-1"}`)},

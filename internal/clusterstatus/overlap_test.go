@@ -84,6 +84,17 @@ func wideText(t *testing.T, r *Report, format string) string {
 	return out.String()
 }
 
+// checkTableWide fails t unless r printed as a table contains table and
+// printed -o wide contains wide, node-1's line, which it logs.
+func checkTableWide(t *testing.T, r *Report, table, wide string) {
+	t.Helper()
+	gotTable, gotWide := wideText(t, r, OutputTable), wideText(t, r, OutputWide)
+	if !strings.Contains(gotTable, table) || !strings.Contains(gotWide, wide) {
+		t.Errorf("table:\n%s\nwide:\n%s", gotTable, gotWide)
+	}
+	t.Logf("-o wide, node-1: %s", wide)
+}
+
 // TestRolloutOverlap: two pods of the node plugin's DaemonSet on node-1, of
 // two revisions, while its status shows the rollout
 // (updatedNumberScheduled 1 of 2: the controller counts node-1 by its old
@@ -120,11 +131,7 @@ func TestRolloutOverlap(t *testing.T) {
 			if n2 := nodeOf(t, r, stub, "node-2"); n2.Overlap != "" || n2.Conflict != "" {
 				t.Errorf("node-2 has one pod: %+v", n2)
 			}
-			table, wide := wideText(t, r, OutputTable), wideText(t, r, OutputWide)
-			if !strings.Contains(table, "DaemonSet csi-registrar/csi-stub-node; rollout or replacement in progress on 1 node(s)") || !strings.Contains(wide, tc.want) {
-				t.Errorf("table:\n%s\nwide:\n%s", table, wide)
-			}
-			t.Logf("-o wide, node-1: %s", tc.want)
+			checkTableWide(t, r, "DaemonSet csi-registrar/csi-stub-node; rollout or replacement in progress on 1 node(s)", tc.want)
 		})
 	}
 }
@@ -175,11 +182,7 @@ func TestConflictOverlap(t *testing.T) {
 				t.Errorf("driver %+v, exit %d: want %d conflict(s), exit %d", d, r.ExitCode(), wantConflicts, wantExit)
 			}
 			if tc.conflict != "" {
-				table, wide := wideText(t, r, OutputTable), wideText(t, r, OutputWide)
-				if !strings.Contains(table, "conflict on 1 node(s): two node plugins serve the driver (-o wide names the pods)") || !strings.Contains(wide, tc.conflict) {
-					t.Errorf("table:\n%s\nwide:\n%s", table, wide)
-				}
-				t.Logf("-o wide, node-1: %s", tc.conflict)
+				checkTableWide(t, r, "conflict on 1 node(s): two node plugins serve the driver (-o wide names the pods)", tc.conflict)
 			}
 		})
 	}

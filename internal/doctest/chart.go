@@ -2,10 +2,10 @@ package doctest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -54,11 +54,7 @@ func CheckValues(values map[string]any, rows []ValueRow) []error {
 	found := map[string]bool{}
 	var walk func(prefix string, m map[string]any)
 	walk = func(prefix string, m map[string]any) {
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(m))
 		for _, k := range keys {
 			p, v := prefix+k, m[k]
 			r, ok := byName[p]
@@ -121,11 +117,7 @@ func CheckMapDefault(r ValueRow, name string, v any) error {
 			if len(v) == 0 {
 				want = append(want, "{}")
 			}
-			ks := make([]string, 0, len(v))
-			for k := range v {
-				ks = append(ks, k)
-			}
-			sort.Strings(ks)
+			ks := slices.Sorted(maps.Keys(v))
 			for i, k := range ks {
 				prefix := ""
 				if item && i == 0 {

@@ -2,7 +2,7 @@ package doctest
 
 import (
 	"fmt"
-	"os"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -90,11 +90,7 @@ var (
 // over a line break). Each is attributed to the last command the text named
 // before it.
 func FlagClaims(path string) ([]FlagClaim, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	_, prose, err := parse(path, data)
+	prose, err := Prose(path)
 	if err != nil {
 		return nil, err
 	}
@@ -314,32 +310,16 @@ func makeTargets(cmd string) []string {
 // MakeClaims returns the make targets the Markdown file at path names: in
 // its code spans ("`make e2e K8S=1.34`") and the commands of its shell blocks.
 func MakeClaims(path string) ([]MakeClaim, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	blocks, prose, err := parse(path, data)
+	blocks, prose, err := parseFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var claims []MakeClaim
-	for i, line := range prose {
-		for _, m := range spanText.FindAllStringSubmatch(line, -1) {
-			for _, t := range makeTargets(m[1]) {
-				claims = append(claims, MakeClaim{File: path, Line: i + 1, Target: t})
-			}
+	eachCommand(blocks, prose, func(line int, cmd string) {
+		for _, t := range makeTargets(cmd) {
+			claims = append(claims, MakeClaim{File: path, Line: line, Target: t})
 		}
-	}
-	for _, b := range blocks {
-		if !b.Shell() {
-			continue
-		}
-		for _, c := range b.Commands() {
-			for _, t := range makeTargets(c) {
-				claims = append(claims, MakeClaim{File: path, Line: b.Line, Target: t})
-			}
-		}
-	}
+	})
 	return claims, nil
 }
 
@@ -360,11 +340,7 @@ func (c MakeClaim) Check(targets map[string]bool) error {
 	if targets[c.Target] {
 		return nil
 	}
-	known := make([]string, 0, len(targets))
-	for t := range targets {
-		known = append(known, t)
-	}
-	slices.Sort(known)
+	known := slices.Sorted(maps.Keys(targets))
 	return fmt.Errorf("%s: `make %s`, but `make help` lists no target %s (it lists: %s)", c, c.Target, c.Target, strings.Join(known, " "))
 }
 
@@ -414,16 +390,12 @@ var kubectlCommand = regexp.MustCompile(`\bkubectl csi-registrar (status|verify|
 // shell blocks ("`kubectl csi-registrar status --kubelet-state`"): each a
 // claim that the command has the flag.
 func KubectlFlagClaims(path string) ([]FlagClaim, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	blocks, prose, err := parse(path, data)
+	blocks, prose, err := parseFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var claims []FlagClaim
-	add := func(line int, cmd string) {
+	eachCommand(blocks, prose, func(line int, cmd string) {
 		for _, m := range kubectlCommand.FindAllStringSubmatch(cmd, -1) {
 			for _, w := range strings.Fields(m[2]) {
 				if !strings.HasPrefix(w, "--") || w == "--" {
@@ -434,18 +406,6 @@ func KubectlFlagClaims(path string) ([]FlagClaim, error) {
 				claims = append(claims, FlagClaim{File: path, Line: line, Command: m[1], Flag: name})
 			}
 		}
-	}
-	for i, line := range prose {
-		for _, m := range spanText.FindAllStringSubmatch(line, -1) {
-			add(i+1, m[1])
-		}
-	}
-	for _, b := range blocks {
-		if b.Shell() {
-			for _, c := range b.Commands() {
-				add(b.Line, c)
-			}
-		}
-	}
+	})
 	return claims, nil
 }

@@ -113,23 +113,43 @@ func parseFence(line string) (fence, bool) {
 
 // Blocks returns the fenced code blocks of the Markdown file at path.
 func Blocks(path string) ([]Block, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	blocks, _, err := parse(path, data)
+	blocks, _, err := parseFile(path)
 	return blocks, err
 }
 
 // Prose returns the lines of the Markdown file at path outside its fenced
 // code blocks: line i+1 of the file is element i, a block's lines blank.
 func Prose(path string) ([]string, error) {
+	_, prose, err := parseFile(path)
+	return prose, err
+}
+
+// parseFile reads the Markdown file at path and splits it as parse does.
+func parseFile(path string) (blocks []Block, prose []string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	_, prose, err := parse(path, data)
-	return prose, err
+	return parse(path, data)
+}
+
+// eachCommand calls f with each command a Markdown file names and the line
+// that names it: the text of every code span of its prose, then every
+// command of its shell blocks (at the block's line).
+func eachCommand(blocks []Block, prose []string, f func(line int, cmd string)) {
+	for i, line := range prose {
+		for _, m := range spanText.FindAllStringSubmatch(line, -1) {
+			f(i+1, m[1])
+		}
+	}
+	for _, b := range blocks {
+		if !b.Shell() {
+			continue
+		}
+		for _, c := range b.Commands() {
+			f(b.Line, c)
+		}
+	}
 }
 
 // parse splits a Markdown file into its fenced code blocks and its other

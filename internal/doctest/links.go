@@ -43,11 +43,7 @@ func (l Link) String() string { return fmt.Sprintf("%s:%d: link %q", l.File, l.L
 // Links returns the links of the Markdown file at path (inline links, images,
 // reference definitions and autolinks), outside code blocks and code spans.
 func Links(path string) ([]Link, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	_, prose, err := parse(path, data)
+	prose, err := Prose(path)
 	if err != nil {
 		return nil, err
 	}
@@ -71,11 +67,7 @@ func Links(path string) ([]Link, error) {
 // Anchors returns the anchors of the Markdown file at path: the ids GitHub
 // gives its headings, and explicit <a name> or id anchors.
 func Anchors(path string) (map[string]bool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	_, prose, err := parse(path, data)
+	prose, err := Prose(path)
 	if err != nil {
 		return nil, err
 	}
@@ -204,11 +196,7 @@ var (
 // sentence's start, or the previous link, to the link (a link that cites
 // none is left out).
 func FigureCites(path string) ([]FigureCite, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	_, prose, err := parse(path, data)
+	prose, err := Prose(path)
 	if err != nil {
 		return nil, err
 	}

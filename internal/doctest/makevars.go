@@ -60,34 +60,20 @@ func makeAssignments(cmd string) []string {
 // the VAR=value words of the make commands in its code spans and shell
 // blocks, and the defaults it states in prose.
 func MakeVarClaims(path string) ([]MakeVarClaim, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	blocks, prose, err := parse(path, data)
+	blocks, prose, err := parseFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var claims []MakeVarClaim
-	for i, line := range prose {
-		for _, m := range spanText.FindAllStringSubmatch(line, -1) {
-			for _, v := range makeAssignments(m[1]) {
-				claims = append(claims, MakeVarClaim{File: path, Line: i + 1, Var: v})
-			}
+	eachCommand(blocks, prose, func(line int, cmd string) {
+		for _, v := range makeAssignments(cmd) {
+			claims = append(claims, MakeVarClaim{File: path, Line: line, Var: v})
 		}
+	})
+	for i, line := range prose {
 		for _, re := range makeVarDefault {
 			for _, m := range re.FindAllStringSubmatch(line, -1) {
 				claims = append(claims, MakeVarClaim{File: path, Line: i + 1, Var: m[1], Default: m[2], HasDefault: true})
-			}
-		}
-	}
-	for _, b := range blocks {
-		if !b.Shell() {
-			continue
-		}
-		for _, c := range b.Commands() {
-			for _, v := range makeAssignments(c) {
-				claims = append(claims, MakeVarClaim{File: path, Line: b.Line, Var: v})
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -226,11 +227,7 @@ func (d *diagnosis) compareAPI() {
 		csinode[c.Name] = c
 	}
 	kubeletLog := "the kubelet rejected it or never tried: look for the driver's name in the kubelet's log (journalctl -u kubelet); the kubelet never retries by itself: re-create the registration socket (restart the registrar) once the cause is fixed"
-	names := make([]string, 0, len(live))
-	for name := range live {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(live))
 	for _, name := range names {
 		drv := live[name].Driver
 		id, inAnnotation := st.NodeIDs[name]
@@ -277,12 +274,7 @@ func (d *diagnosis) compareAPI() {
 }
 
 func keysOf(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
 
 func sameKeys(list []string, m map[string]string) bool {

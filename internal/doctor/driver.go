@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,11 +144,7 @@ func (d *diagnosis) checkNodeInfo(subject, path string, drv *Driver) {
 		d.addf(SeverityInfo, subject, "right if the driver uses another identity (e.g. a cloud instance ID); otherwise pass --node-id=$(KUBE_NODE_NAME) (from spec.nodeName): a host name read inside a pod is the pod's name",
 			"node ID %q is not the node name %q", drv.NodeID, d.opts.NodeName)
 	}
-	keys := make([]string, 0, len(drv.Topology))
-	for k := range drv.Topology {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(drv.Topology))
 	for _, k := range keys {
 		v := drv.Topology[k]
 		if old, ok := d.nodeLabel(k); ok && old != v {

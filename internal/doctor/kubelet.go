@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
@@ -86,12 +87,7 @@ func (d *diagnosis) kubeletDriverNames(st kubeletplugins.State) []string {
 			names[name] = true
 		}
 	}
-	out := make([]string, 0, len(names))
-	for n := range names {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(names))
 }
 
 func cutSuffix(s, suffix string) (string, bool) {
@@ -121,11 +117,7 @@ func (d *diagnosis) compareKubelet() {
 			live[e.Plugin.Name] = e
 		}
 	}
-	names := make([]string, 0, len(ks.Drivers))
-	for n := range ks.Drivers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ks.Drivers))
 	for _, name := range names {
 		v := ks.Drivers[name]
 		livePath := ""
@@ -204,11 +196,7 @@ func kubeletText(ks *KubeletState) [][]string {
 		return [][]string{{"KUBELET (" + kubeletplugins.Metric + ")", "not read: " + ks.Error}}
 	}
 	rows := [][]string{{"KUBELET DRIVER", "ACTUAL STATE", "RETIRED", "DESIRED ONLY", "LATEST REGISTERED"}}
-	names := make([]string, 0, len(ks.Drivers))
-	for n := range ks.Drivers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ks.Drivers))
 	for _, n := range names {
 		v := ks.Drivers[n]
 		latest := v.Latest(n)

@@ -2,7 +2,9 @@ package doctor
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -61,11 +63,7 @@ func (d *diagnosis) findOverlaps(ctx context.Context) {
 			byName[e.Plugin.Name] = append(byName[e.Plugin.Name], e)
 		}
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byName))
 	for _, n := range names {
 		if len(byName[n]) > 1 {
 			d.overlap(ctx, n, byName[n])

@@ -37,10 +37,7 @@ func TestDoctorChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{}, 2)
-	go func() { drv.Run(ctx); done <- struct{}{} }()
-	go func() { reg.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	runUntilCleanup(t, ctx, cancel, drv, reg)
 
 	regSock := filepath.Join(n.registry, "s.csi.example.com-reg.sock")
 	// The registrar logs this once its socket serves (and then publishes
@@ -102,10 +99,7 @@ func TestDoctorHandoverLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{}, 2)
-	go func() { drv.Run(ctx); done <- struct{}{} }()
-	go func() { reg.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	runUntilCleanup(t, ctx, cancel, drv, reg)
 	regSock := filepath.Join(n.registry, "h.csi.example.com-reg.sock")
 	link := filepath.Join(csiDir, "csi-endpoint.sock")
 	deadline := time.Now().Add(10 * time.Second)
@@ -121,4 +115,13 @@ func TestDoctorHandoverLink(t *testing.T) {
 		t.Fatalf("want the link followed to pod-a.sock and its driver checked:\n%s", dump(r))
 	}
 	wantFinding(t, r, doctor.SeverityInfo, "h.csi.example.com", "is a link to pod-a.sock")
+}
+
+// runUntilCleanup runs drv and reg, each in a goroutine, until ctx ends; the
+// test's cleanup calls cancel and waits for both to return.
+func runUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, drv *stubdriver.Driver, reg *registrar.Registrar) {
+	done := make(chan struct{}, 2)
+	go func() { drv.Run(ctx); done <- struct{}{} }()
+	go func() { reg.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
 }

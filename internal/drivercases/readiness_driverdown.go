@@ -85,44 +85,15 @@ func (s *suite) newerDriverFails(t *check) {
 		return
 	}
 	seen := r5Seen{oldPod: old.Name, oldSock: s.socketFor(old)}
-	oldGoing := func(st record.State) bool {
-		p := st.Pod(string(old.UID))
-		return p == nil || p.DeletionTimestamp != nil
-	}
+	oldGoing := podGoing(old.UID)
 	// oldGone: when the old pod's deletion was asked (zero: not yet).
-	oldGone := func() time.Time {
-		ev := podRec.All(0, func(st record.State) bool { return !oldGoing(st) })
-		if ev == nil {
-			return time.Time{}
-		}
-		if p := ev.State.Pod(string(old.UID)); p != nil {
-			at := p.DeletionTimestamp.Time
-			if g := p.DeletionGracePeriodSeconds; g != nil {
-				at = at.Add(-time.Duration(*g) * time.Second)
-			}
-			return at
-		}
-		return ev.At
-	}
+	oldGone := func() time.Time { return deletionAsked(podRec, old.UID) }
 
 	tRoll := time.Now()
 	restoreMinReady := s.holdOldPods(t, ctx, ds.Spec.MinReadySeconds, "newer-driver-fails-"+tRoll.UTC().Format(time.RFC3339Nano))
 	// The kill comes as soon as the kubelet confirmed the new instance: the
 	// earliest failure the old instance must cover.
-	_, ev := await(t, ctx, podRec, 0, podWait, "the new pod's driver running", func(st record.State) bool {
-		for _, p := range st.Pods() {
-			if p.Spec.NodeName == n && !was[p.UID] && p.DeletionTimestamp == nil && ContainerStatus(p, d.driver).State.Running != nil {
-				return true
-			}
-		}
-		return false
-	})
-	var nw *corev1.Pod
-	for _, p := range ev.State.Pods() {
-		if p.Spec.NodeName == n && !was[p.UID] && p.DeletionTimestamp == nil {
-			nw = p
-		}
-	}
+	nw := s.awaitNewDriverRunning(t, ctx, podRec, n, was)
 	seen.newPod, seen.newSock = nw.Name, s.socketFor(nw)
 	confirmed := s.awaitRegisterAt(t, ctx, n, seen.newSock, tRoll, "the kubelet registering the new pod's endpoint (the new instance confirmed)")
 	t.measure("template change -> the kubelet registers the new pod's endpoint", confirmed.Sub(tRoll))
@@ -136,11 +107,7 @@ func (s *suite) newerDriverFails(t *check) {
 	seen.backOld, _ = s.registerAfter(ctx, n, seen.oldSock, seen.kill, takeBackWait)
 	if !seen.backOld.IsZero() {
 		t.measure("newer driver killed -> the kubelet registers the old pod's endpoint again", seen.backOld.Sub(seen.kill))
-		_, ev = await(t, ctx, podRec, 0, podWait, "the new pod's driver restarted", func(st record.State) bool {
-			p := st.Pod(string(nw.UID))
-			return p != nil && ContainerStatus(p, d.driver).RestartCount > driver.RestartCount && ContainerStatus(p, d.driver).State.Running != nil
-		})
-		seen.started = ContainerStatus(ev.State.Pod(string(nw.UID)), d.driver).State.Running.StartedAt.Time
+		seen.started = s.awaitDriverRestarted(t, ctx, podRec, nw, driver)
 		seen.backNew, _ = s.registerAfter(ctx, n, seen.newSock, seen.backOld, takeBackWait)
 	}
 	if !seen.backNew.IsZero() {
@@ -346,4 +313,64 @@ func registersBetween(log, driver, endpoint string, since, until time.Time) int 
 // driver at endpoint (the path its line ends with).
 func isRegisterAt(line, driver, endpoint string) bool {
 	return strings.Contains(line, kubeletlog.RegisterLine(driver)) && strings.HasSuffix(strings.TrimSpace(line), endpoint)
+}
+
+// podGoing returns a condition on the recorded pods: the pod with uid is
+// gone or being deleted.
+func podGoing(uid types.UID) func(record.State) bool {
+	return func(st record.State) bool {
+		p := st.Pod(string(uid))
+		return p == nil || p.DeletionTimestamp != nil
+	}
+}
+
+// deletionAsked returns when the deletion of the pod with uid was asked, as
+// podRec recorded it: its deletionTimestamp less its grace period, or when
+// it was seen gone without one. It returns the zero time if podRec has not
+// seen the pod go.
+func deletionAsked(podRec *record.Recorder, uid types.UID) time.Time {
+	going := podGoing(uid)
+	ev := podRec.All(0, func(st record.State) bool { return !going(st) })
+	if ev == nil {
+		return time.Time{}
+	}
+	if p := ev.State.Pod(string(uid)); p != nil {
+		at := p.DeletionTimestamp.Time
+		if g := p.DeletionGracePeriodSeconds; g != nil {
+			at = at.Add(-time.Duration(*g) * time.Second)
+		}
+		return at
+	}
+	return ev.At
+}
+
+// awaitNewDriverRunning waits (podWait) until a pod on node n that is not among
+// was, nor being deleted, runs its driver container, and returns that pod.
+func (s *suite) awaitNewDriverRunning(t *check, ctx context.Context, podRec *record.Recorder, n string, was map[types.UID]bool) *corev1.Pod {
+	_, ev := await(t, ctx, podRec, 0, podWait, "the new pod's driver running", func(st record.State) bool {
+		for _, p := range st.Pods() {
+			if p.Spec.NodeName == n && !was[p.UID] && p.DeletionTimestamp == nil && ContainerStatus(p, s.d.driver).State.Running != nil {
+				return true
+			}
+		}
+		return false
+	})
+	var nw *corev1.Pod
+	for _, p := range ev.State.Pods() {
+		if p.Spec.NodeName == n && !was[p.UID] && p.DeletionTimestamp == nil {
+			nw = p
+		}
+	}
+	return nw
+}
+
+// awaitDriverRestarted waits (podWait) until the driver container of pod
+// nw, killed when its status was driver, runs again, and returns when it
+// started.
+func (s *suite) awaitDriverRestarted(t *check, ctx context.Context, podRec *record.Recorder, nw *corev1.Pod, driver corev1.ContainerStatus) time.Time {
+	_, ev := await(t, ctx, podRec, 0, podWait, "the new pod's driver restarted", func(st record.State) bool {
+		p := st.Pod(string(nw.UID))
+		return p != nil && ContainerStatus(p, s.d.driver).RestartCount > driver.RestartCount && ContainerStatus(p, s.d.driver).State.Running != nil
+	})
+	return ContainerStatus(ev.State.Pod(string(nw.UID)), s.d.driver).State.Running.StartedAt.Time
 }

@@ -31,27 +31,11 @@ func (s *suite) newerDriverFailsHandover(t *check, ctx context.Context, n string
 	dir := s.socketDir(old)
 	lw := s.watchLink(ctx, n, dir)
 	defer lw.stop()
-	oldGoing := func(st record.State) bool {
-		p := st.Pod(string(old.UID))
-		return p == nil || p.DeletionTimestamp != nil
-	}
+	oldGoing := podGoing(old.UID)
 
 	tRoll := time.Now()
 	restoreMinReady := s.holdOldPods(t, ctx, minReady, "newer-driver-fails-"+tRoll.UTC().Format(time.RFC3339Nano))
-	_, ev := await(t, ctx, podRec, 0, podWait, "the new pod's driver running", func(st record.State) bool {
-		for _, p := range st.Pods() {
-			if p.Spec.NodeName == n && !was[p.UID] && p.DeletionTimestamp == nil && ContainerStatus(p, d.driver).State.Running != nil {
-				return true
-			}
-		}
-		return false
-	})
-	var nw *corev1.Pod
-	for _, p := range ev.State.Pods() {
-		if p.Spec.NodeName == n && !was[p.UID] && p.DeletionTimestamp == nil {
-			nw = p
-		}
-	}
+	nw := s.awaitNewDriverRunning(t, ctx, podRec, n, was)
 	seen.newPod, seen.newSock = nw.Name, path.Base(s.socketFor(nw))
 	swapped, ok := lw.await(ctx, seen.newSock, tRoll, takeBackWait)
 	if !ok {
@@ -63,11 +47,7 @@ func (s *suite) newerDriverFailsHandover(t *check, ctx context.Context, n string
 	driver := s.killUntilFallback(t, ctx, n, nw, lw, podRec, &seen)
 	if !seen.backOld.IsZero() {
 		t.measure("newer driver killed -> the link points at the old pod's driver again", seen.backOld.Sub(seen.kill))
-		_, ev = await(t, ctx, podRec, 0, podWait, "the new pod's driver restarted", func(st record.State) bool {
-			p := st.Pod(string(nw.UID))
-			return p != nil && ContainerStatus(p, d.driver).RestartCount > driver.RestartCount && ContainerStatus(p, d.driver).State.Running != nil
-		})
-		seen.started = ContainerStatus(ev.State.Pod(string(nw.UID)), d.driver).State.Running.StartedAt.Time
+		seen.started = s.awaitDriverRestarted(t, ctx, podRec, nw, driver)
 		seen.backNew, _ = lw.await(ctx, seen.newSock, seen.backOld, takeBackWait)
 	}
 	if !seen.backNew.IsZero() {
@@ -77,20 +57,7 @@ func (s *suite) newerDriverFailsHandover(t *check, ctx context.Context, n string
 			return p != nil && PodReady(p)
 		})
 	}
-	oldGone := func() time.Time {
-		ev := podRec.All(0, func(st record.State) bool { return !oldGoing(st) })
-		if ev == nil {
-			return time.Time{}
-		}
-		if p := ev.State.Pod(string(old.UID)); p != nil {
-			at := p.DeletionTimestamp.Time
-			if g := p.DeletionGracePeriodSeconds; g != nil {
-				at = at.Add(-time.Duration(*g) * time.Second)
-			}
-			return at
-		}
-		return ev.At
-	}
+	oldGone := func() time.Time { return deletionAsked(podRec, old.UID) }
 	seen.early = !oldGone().IsZero()
 	restoreMinReady()
 	if oldGone().IsZero() {

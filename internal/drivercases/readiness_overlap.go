@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -76,34 +77,17 @@ func (s *suite) editTemplate(ctx context.Context, edit func(*corev1.PodTemplateS
 	apps := s.cl.Client.AppsV1()
 	var was corev1.PodTemplateSpec
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns := s.cl.Namespace
 		switch w.Kind {
 		case "DaemonSet":
-			o, err := apps.DaemonSets(s.cl.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			was = *o.Spec.Template.DeepCopy()
-			edit(&o.Spec.Template)
-			_, err = apps.DaemonSets(s.cl.Namespace).Update(ctx, o, metav1.UpdateOptions{})
-			return err
+			return editObjectTemplate(ctx, w.Name, apps.DaemonSets(ns).Get, apps.DaemonSets(ns).Update,
+				func(o *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &o.Spec.Template }, &was, edit)
 		case "StatefulSet":
-			o, err := apps.StatefulSets(s.cl.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			was = *o.Spec.Template.DeepCopy()
-			edit(&o.Spec.Template)
-			_, err = apps.StatefulSets(s.cl.Namespace).Update(ctx, o, metav1.UpdateOptions{})
-			return err
+			return editObjectTemplate(ctx, w.Name, apps.StatefulSets(ns).Get, apps.StatefulSets(ns).Update,
+				func(o *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &o.Spec.Template }, &was, edit)
 		case "Deployment":
-			o, err := apps.Deployments(s.cl.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			was = *o.Spec.Template.DeepCopy()
-			edit(&o.Spec.Template)
-			_, err = apps.Deployments(s.cl.Namespace).Update(ctx, o, metav1.UpdateOptions{})
-			return err
+			return editObjectTemplate(ctx, w.Name, apps.Deployments(ns).Get, apps.Deployments(ns).Update,
+				func(o *appsv1.Deployment) *corev1.PodTemplateSpec { return &o.Spec.Template }, &was, edit)
 		}
 		return fmt.Errorf("%s: cannot roll a %s", w, w.Kind)
 	})
@@ -111,6 +95,24 @@ func (s *suite) editTemplate(ctx context.Context, edit func(*corev1.PodTemplateS
 		return was, fmt.Errorf("roll %s (its pod template changed by verify): %w", w, err)
 	}
 	return was, nil
+}
+
+// editObjectTemplate gets the object name, copies its pod template
+// (template) to was, changes it with edit and updates the object: one try
+// of editTemplate for one kind of workload.
+func editObjectTemplate[T any](ctx context.Context, name string,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	update func(context.Context, T, metav1.UpdateOptions) (T, error),
+	template func(T) *corev1.PodTemplateSpec, was *corev1.PodTemplateSpec, edit func(*corev1.PodTemplateSpec)) error {
+	o, err := get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	tpl := template(o)
+	*was = *tpl.DeepCopy()
+	edit(tpl)
+	_, err = update(ctx, o, metav1.UpdateOptions{})
+	return err
 }
 
 // rollHeld rolls the workload (value: the rollout annotation) with the new

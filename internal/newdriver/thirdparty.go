@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -82,11 +83,7 @@ func (o Options) thirdParty(files []file, license []byte) ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
-	pkgs := make([]string, 0, len(seen))
-	for p := range seen {
-		pkgs = append(pkgs, p)
-	}
-	slices.Sort(pkgs)
+	pkgs := slices.Sorted(maps.Keys(seen))
 	readme := fmt.Sprintf("# %s (a copy)\n\nThe packages of %s this project imports, copied by csi-driver-new from a\n"+
 		"checkout of it (no release was tagged), under the Apache License 2.0 (LICENSE); `go.mod` is csi-registrar's.\n"+
 		"The project's go.mod replaces the module with this directory; README.md, \"Moving to a release of\n"+

@@ -31,18 +31,31 @@ const (
 	EnvExec = "CSI_REGISTRAR_TEST_EXEC"
 )
 
-// elfOf is what the ELF header of a Go binary says for each GOARCH of a
-// release: machine, class (32 or 64 bits) and byte order.
-var elfOf = map[string]struct {
-	machine elf.Machine
-	class   elf.Class
-	data    elf.Data
-}{
-	"amd64":   {elf.EM_X86_64, elf.ELFCLASS64, elf.ELFDATA2LSB},
-	"arm":     {elf.EM_ARM, elf.ELFCLASS32, elf.ELFDATA2LSB},
-	"arm64":   {elf.EM_AARCH64, elf.ELFCLASS64, elf.ELFDATA2LSB},
-	"ppc64le": {elf.EM_PPC64, elf.ELFCLASS64, elf.ELFDATA2LSB},
-	"s390x":   {elf.EM_S390, elf.ELFCLASS64, elf.ELFDATA2MSB},
+// ELFHeader is what the ELF header of a Go binary says of its platform:
+// machine, class (32 or 64 bits) and byte order.
+type ELFHeader struct {
+	Machine elf.Machine
+	Class   elf.Class
+	Data    elf.Data
+}
+
+// ELFOf returns the ELF header of a Go binary for goarch, one of a
+// release's GOARCHes (s390x is big-endian, arm 32-bit); ok is false for
+// any other.
+func ELFOf(goarch string) (h ELFHeader, ok bool) {
+	switch goarch {
+	case "amd64":
+		return ELFHeader{elf.EM_X86_64, elf.ELFCLASS64, elf.ELFDATA2LSB}, true
+	case "arm":
+		return ELFHeader{elf.EM_ARM, elf.ELFCLASS32, elf.ELFDATA2LSB}, true
+	case "arm64":
+		return ELFHeader{elf.EM_AARCH64, elf.ELFCLASS64, elf.ELFDATA2LSB}, true
+	case "ppc64le":
+		return ELFHeader{elf.EM_PPC64, elf.ELFCLASS64, elf.ELFDATA2LSB}, true
+	case "s390x":
+		return ELFHeader{elf.EM_S390, elf.ELFCLASS64, elf.ELFDATA2MSB}, true
+	}
+	return ELFHeader{}, false
 }
 
 // Report checks that the test binary runs as the platform it was built
@@ -69,9 +82,9 @@ func Report(t testing.TB, out io.Writer) {
 		t.Fatalf("the test binary %s: %v", exe, err)
 	}
 	defer f.Close()
-	want, known := elfOf[runtime.GOARCH]
-	if known && (f.Machine != want.machine || f.Class != want.class || f.Data != want.data) {
-		t.Errorf("%s: ELF %v %v %v, but it runs as GOARCH=%s (want %v %v %v)", exe, f.Machine, f.Class, f.Data, runtime.GOARCH, want.machine, want.class, want.data)
+	want, known := ELFOf(runtime.GOARCH)
+	if known && (f.Machine != want.Machine || f.Class != want.Class || f.Data != want.Data) {
+		t.Errorf("%s: ELF %v %v %v, but it runs as GOARCH=%s (want %v %v %v)", exe, f.Machine, f.Class, f.Data, runtime.GOARCH, want.Machine, want.Class, want.Data)
 	}
 	if bits := map[elf.Class]int{elf.ELFCLASS32: 32, elf.ELFCLASS64: 64}[f.Class]; bits != strconv.IntSize {
 		t.Errorf("%s: an %v binary, but int has %d bits", exe, f.Class, strconv.IntSize)

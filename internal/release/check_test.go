@@ -20,6 +20,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/csi-registrar/csi-registrar/internal/platformtest"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
@@ -35,21 +36,6 @@ import (
 
 // repoRoot is the main module's directory.
 const repoRoot = "../.."
-
-// elfOf is what the ELF header of a static Go binary for each release
-// architecture says: machine, class and byte order (s390x is big-endian,
-// arm 32-bit).
-var elfOf = map[string]struct {
-	machine elf.Machine
-	class   elf.Class
-	data    elf.Data
-}{
-	"amd64":   {elf.EM_X86_64, elf.ELFCLASS64, elf.ELFDATA2LSB},
-	"arm":     {elf.EM_ARM, elf.ELFCLASS32, elf.ELFDATA2LSB},
-	"arm64":   {elf.EM_AARCH64, elf.ELFCLASS64, elf.ELFDATA2LSB},
-	"ppc64le": {elf.EM_PPC64, elf.ELFCLASS64, elf.ELFDATA2LSB},
-	"s390x":   {elf.EM_S390, elf.ELFCLASS64, elf.ELFDATA2MSB},
-}
 
 // wantPlatforms are the image index's platforms, and krew's: the Linux
 // platforms of node-driver-registrar's images.
@@ -170,12 +156,12 @@ func checkELF(t *testing.T, what string, b []byte, arch string, real bool) {
 		t.Fatalf("%s: not an ELF file: %v", what, err)
 	}
 	defer f.Close()
-	want, ok := elfOf[arch]
+	want, ok := platformtest.ELFOf(arch)
 	if !ok {
 		t.Fatalf("%s: no ELF expectation for architecture %q", what, arch)
 	}
-	if f.Machine != want.machine || f.Class != want.class || f.Data != want.data {
-		t.Errorf("%s: ELF %v %v %v, want %v %v %v for %s", what, f.Machine, f.Class, f.Data, want.machine, want.class, want.data, arch)
+	if f.Machine != want.Machine || f.Class != want.Class || f.Data != want.Data {
+		t.Errorf("%s: ELF %v %v %v, want %v %v %v for %s", what, f.Machine, f.Class, f.Data, want.Machine, want.Class, want.Data, arch)
 	}
 	if !real {
 		return

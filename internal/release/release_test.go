@@ -11,30 +11,32 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/platformtest"
 )
 
 // fakeELFHeaderOnly is a fake binary: the ELF header of a static Go binary
-// for arch (its class, byte order and machine, elfOf) and nothing else
+// for arch (its class, byte order and machine, platformtest.ELFOf) and nothing else
 // runnable, followed by text saying so. It stands in for the real binaries
 // in `make test`, where cross-compiling the real binaries for the five
 // platforms would take minutes on a cold cache; `make release` runs the same
 // checker on the real binaries (TestReleaseDir).
 func fakeELFHeaderOnly(arch string) []byte {
-	e := elfOf[arch]
+	e, _ := platformtest.ELFOf(arch)
 	var b bytes.Buffer
-	b.Write([]byte{0x7f, 'E', 'L', 'F', byte(e.class), byte(e.data), byte(elf.EV_CURRENT), byte(elf.ELFOSABI_NONE)})
+	b.Write([]byte{0x7f, 'E', 'L', 'F', byte(e.Class), byte(e.Data), byte(elf.EV_CURRENT), byte(elf.ELFOSABI_NONE)})
 	b.Write(make([]byte, 8)) // e_ident padding
 	var order binary.ByteOrder = binary.LittleEndian
-	if e.data == elf.ELFDATA2MSB {
+	if e.Data == elf.ELFDATA2MSB {
 		order = binary.BigEndian
 	}
-	if e.class == elf.ELFCLASS32 {
+	if e.Class == elf.ELFCLASS32 {
 		_ = binary.Write(&b, order, struct {
 			Type, Machine                              uint16
 			Version, Entry, Phoff, Shoff, Flags        uint32
 			Ehsize, Phentsize, Phnum, Shentsize, Shnum uint16
 			Shstrndx                                   uint16
-		}{Type: uint16(elf.ET_EXEC), Machine: uint16(e.machine), Version: uint32(elf.EV_CURRENT), Ehsize: 52, Phentsize: 32, Shentsize: 40})
+		}{Type: uint16(elf.ET_EXEC), Machine: uint16(e.Machine), Version: uint32(elf.EV_CURRENT), Ehsize: 52, Phentsize: 32, Shentsize: 40})
 	} else {
 		_ = binary.Write(&b, order, struct {
 			Type, Machine                              uint16
@@ -43,7 +45,7 @@ func fakeELFHeaderOnly(arch string) []byte {
 			Flags                                      uint32
 			Ehsize, Phentsize, Phnum, Shentsize, Shnum uint16
 			Shstrndx                                   uint16
-		}{Type: uint16(elf.ET_EXEC), Machine: uint16(e.machine), Version: uint32(elf.EV_CURRENT), Ehsize: 64, Phentsize: 56, Shentsize: 64})
+		}{Type: uint16(elf.ET_EXEC), Machine: uint16(e.Machine), Version: uint32(elf.EV_CURRENT), Ehsize: 64, Phentsize: 56, Shentsize: 64})
 	}
 	b.WriteString("fake csi-registrar for tests: an ELF header only, not a program\n")
 	return b.Bytes()

@@ -68,3 +68,23 @@ func describeRune(s string, i int, r rune) string {
 func IsAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
+
+// IsDNSSubdomain reports whether s is a lower-case DNS-1123 subdomain: dot-
+// separated labels of 1 to 63 lower-case letters, digits and '-', each
+// alphanumeric at both ends. It does not check the total length (at most
+// 253 characters); callers that need it check it themselves.
+func IsDNSSubdomain(s string) bool {
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !isLowerAlnum(c) && c != '-' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

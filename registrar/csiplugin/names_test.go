@@ -186,3 +186,23 @@ func TestValidateDriverNameReportsRunes(t *testing.T) {
 		}
 	}
 }
+
+func TestIsDNSSubdomain(t *testing.T) {
+	for s, want := range map[string]bool{
+		"example.com":           true,
+		"a":                     true,
+		"node-1.zone-a":         true,
+		"":                      false,
+		"Example.com":           false,
+		"-a.com":                false,
+		"a-.com":                false,
+		"a..com":                false,
+		"a_b.com":               false,
+		strings.Repeat("a", 63): true,
+		strings.Repeat("a", 64): false,
+	} {
+		if got := csiplugin.IsDNSSubdomain(s); got != want {
+			t.Errorf("IsDNSSubdomain(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func (o Options) Validate() error {
 			return &csiplugin.ValidationError{What: "node name", Value: o.NodeName, Rule: "must be set when a Node condition or a startup taint is",
 				Fix: "set KUBE_NODE_NAME from the downward API (fieldRef spec.nodeName), or --node-name"}
 		}
-		if !isDNSSubdomain(o.NodeName) || len(o.NodeName) > 253 {
+		if !csiplugin.IsDNSSubdomain(o.NodeName) || len(o.NodeName) > 253 {
 			return &csiplugin.ValidationError{What: "node name", Value: o.NodeName,
 				Rule: "must be a lower-case DNS subdomain of at most 253 characters, as Node names are",
 				Fix:  "set KUBE_NODE_NAME from the downward API (fieldRef spec.nodeName)"}
@@ -102,7 +102,7 @@ func ValidateQualifiedName(what, s, fix string) error {
 	if !hasPrefix {
 		name, prefix = prefix, ""
 	}
-	if hasPrefix && (prefix == "" || len(prefix) > 253 || !isDNSSubdomain(prefix)) {
+	if hasPrefix && (prefix == "" || len(prefix) > 253 || !csiplugin.IsDNSSubdomain(prefix)) {
 		return bad("must be [prefix/]name, and its prefix must be a lower-case DNS subdomain of at most 253 characters")
 	}
 	if strings.Contains(name, "/") {
@@ -118,20 +118,3 @@ func ValidateQualifiedName(what, s, fix string) error {
 	}
 	return nil
 }
-
-// isDNSSubdomain reports whether s is a lower-case DNS-1123 subdomain.
-func isDNSSubdomain(s string) bool {
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if c := label[i]; !isLowerAlnum(c) && c != '-' {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

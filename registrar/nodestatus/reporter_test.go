@@ -221,18 +221,7 @@ func TestConditionUnchangedInRollout(t *testing.T) {
 	src.set(registrar.StageStandingBy, "instance x is newer and holds or takes the registration")
 	src.set(registrar.StageWaitingForKubelet, "the newer instance left; waiting for the kubelet")
 	src.set(registrar.StageRegistered, "")
-	if err := f.waitFor(ctx, "a True heartbeat", func(_ Node, ps []fakePatch) bool { return len(ps) > 0 }); err != nil {
-		t.Fatal(err)
-	}
-	n, ps := f.snapshot()
-	for _, c := range conditionPatches(ps) {
-		if c.Status != "True" {
-			t.Errorf("the new instance wrote %s (%s) while another held the registration", c.Status, c.Reason)
-		}
-	}
-	if got := cond(n).LastTransitionTime; got != since {
-		t.Errorf("lastTransitionTime %s, want %s kept", got, since)
-	}
+	checkTrueKept(t, ctx, f, "the new instance", since)
 }
 
 // TestConditionStaleTrueReplaced: a True nobody keeps fresh (its writer is
@@ -454,18 +443,27 @@ func TestConditionUnchangedWhileJoiningHandover(t *testing.T) {
 			src.st.DriverName = testDriver
 			src.mu.Unlock()
 			src.set(registrar.StageRegistered, "")
-			if err := f.waitFor(ctx, "a True heartbeat", func(_ Node, ps []fakePatch) bool { return len(ps) > 0 }); err != nil {
-				t.Fatal(err)
-			}
-			n, ps := f.snapshot()
-			for _, c := range conditionPatches(ps) {
-				if c.Status != "True" {
-					t.Errorf("the joining instance wrote %s (%s) while another held the registration", c.Status, c.Reason)
-				}
-			}
-			if got := cond(n).LastTransitionTime; got != since {
-				t.Errorf("lastTransitionTime %s, want %s kept", got, since)
-			}
+			checkTrueKept(t, ctx, f, "the joining instance", since)
 		})
+	}
+}
+
+// checkTrueKept waits for the first patch of the reporter of instance (a
+// registrar that came while another held the registration) and fails t if
+// it wrote any condition status but True, or if the condition's
+// lastTransitionTime is not since: it only confirms what the other wrote.
+func checkTrueKept(t *testing.T, ctx context.Context, f *fakeAPIServer, instance, since string) {
+	t.Helper()
+	if err := f.waitFor(ctx, "a True heartbeat", func(_ Node, ps []fakePatch) bool { return len(ps) > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	n, ps := f.snapshot()
+	for _, c := range conditionPatches(ps) {
+		if c.Status != "True" {
+			t.Errorf("%s wrote %s (%s) while another held the registration", instance, c.Status, c.Reason)
+		}
+	}
+	if got := cond(n).LastTransitionTime; got != since {
+		t.Errorf("lastTransitionTime %s, want %s kept", got, since)
 	}
 }

@@ -10,9 +10,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/csi-registrar/csi-registrar/internal/proofmap"
@@ -77,11 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			add("case "+name, v)
 		}
 	}
-	names := make([]string, 0, len(rows))
-	for n := range rows {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(rows))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "test\truns\tfailed\tskipped\tfailure rate\n")
 	failed := 0
