@@ -58,6 +58,16 @@ func (h *handoverLoop) greet(p *handoff.Peer, rejoin bool) error {
 		if reg != nil {
 			reg.Close() // this instance has its own copy
 		}
+		// A newer instance that started while no rendezvous answered (the
+		// newest one had left, this one had not rejoined yet) found the
+		// path served and stands by; it gets this instance's copy.
+		if m.Foreign && h.reg != nil {
+			if err := p.Send(h.state(), h.reg); err != nil {
+				h.log.Info("cannot hand the registration socket to the newest instance", "to", m.Driver, "err", err)
+			} else {
+				h.log.Info("handed the registration socket to the newest instance, which stood by", "to", m.Driver)
+			}
+		}
 		return nil
 	}
 	h.registered, h.rejected, h.foreign = m.Registered, m.Rejected, m.Foreign

@@ -373,6 +373,12 @@ func (h *handoverLoop) onPeer(ev instanceEvent) {
 		pe.staying = true // it runs: a newcomer, or an older one rejoining
 		h.peers[pe] = true
 		go h.read(pe)
+		// The acceptor answered with the offer of the last loop round; a
+		// kubelet verdict handled since then reached only the peers known
+		// then. The newcomer gets the state as it is now.
+		if err := pe.p.Send(h.state(), nil); err != nil {
+			h.log.Info("cannot reach a peer instance", "peer", pe.driver, "err", err)
+		}
 		if pe.newer {
 			// The newcomer is the rendezvous now.
 			h.closeRendezvous()
