@@ -58,14 +58,14 @@ on SIGINT/SIGTERM; --cleanup removes what an interrupted run left.
 
 ` + verify.NeedsText + `
 
-Ready for the rolling-update mode? With manifests that turn on --rolling-update (or when named with
+Ready for rolling updates? With manifests that turn on --rolling-update (or when named with
 --case on any manifests), R1-R5 say whether the driver can run as two instances on a node: R1 the
 manifests (no host port, a CSI socket per pod, a surge), R2 a volume published through the old instance
 is unpublished through the new one and NodeGetInfo agrees on both, R3 each instance serves and removes
 only its own CSI socket, R4 the driver serves a few seconds after SIGTERM, R5 the old instance takes the
 registration back when the new driver dies after its confirmation, and the new one claims it again only
 once its driver has been ready for 10 s. Each verdict names the cause
-and the fix (docs/writing-a-driver.md, "Is my driver ready for the rolling-update mode?"); "not judged"
+and the fix (docs/writing-a-driver.md, "Is my driver ready for rolling updates?"); "not judged"
 says what verify would need. After each case, the driver's volumes whose pods are gone are listed under
 "left on the node" with the commands that remove them (--remove-left runs them).
 
@@ -135,7 +135,7 @@ a case (its own error, not the driver's).`,
 	f.BoolVar(&cfg.Cleanup, "cleanup", false, "remove what earlier runs left (every object labelled "+verify.RunLabel+") and exit")
 	f.StringVar(&kubectlPath, "kubectl", "kubectl", "kubectl binary for kustomize, apply and delete")
 	f.StringVar(&cfg.Workdir, "workdir", "", "directory for the manifests as applied (default: a temporary one, removed at the end)")
-	f.StringArrayVar(&cfg.Cases, "case", nil, "run only this case besides 1_deployed and 7_uninstalled (repeatable): one of "+strings.Join(drivercases.Cases(), ", ")+"; default: 2 to 6, and R1-R5 (ready for the rolling-update mode?) when the manifests turn it on ("+drivercases.CaseRolloutsWithFaults+" runs only when named)")
+	f.StringArrayVar(&cfg.Cases, "case", nil, "run only this case besides 1_deployed and 7_uninstalled (repeatable): one of "+strings.Join(drivercases.Cases(), ", ")+"; default: 2 to 6, and R1-R5 (ready for rolling updates?) when the manifests turn it on ("+drivercases.CaseRolloutsWithFaults+" runs only when named)")
 	f.StringVar(&cfg.ExpectFile, "expect", "", "a file of expected outcomes, one a line: <driver> <case> <verdict> <text its finding contains> (or <driver> "+drivercases.LeftOnTheNode+" <count>); exit 0 when the outcomes are exactly these and every other case passed (a non-compliant example's own failures)")
 	f.BoolVar(&cfg.RemoveLeft, "remove-left", false, "once a driver's cases ran, remove the mounts and volume directories it left on the nodes (still reported, exit not 0 without --expect)")
 	f.IntVar(&cfg.Rollouts, "rollouts", 10, "how many rollouts case "+drivercases.CaseRolloutsWithFaults+" makes, each with a fault of cases 2-5 at random")

@@ -10,7 +10,7 @@ import (
 )
 
 // ReadinessDoc is the section of the docs every readiness verdict links.
-const ReadinessDoc = "docs/writing-a-driver.md, \"Is my driver ready for the rolling-update mode?\""
+const ReadinessDoc = "docs/writing-a-driver.md, \"Is my driver ready for rolling updates?\""
 
 // hostPort is a port a pod of the workload binds on the node.
 type hostPort struct {

@@ -20,7 +20,7 @@ func ReadinessText(runs []Result) string {
 				continue
 			}
 			if b.Len() == 0 {
-				b.WriteString("==== ready for the rolling-update mode? (" + ReadinessDoc + ")\n")
+				b.WriteString("==== ready for rolling updates? (" + ReadinessDoc + ")\n")
 			}
 			fmt.Fprintf(&b, "%s %s: %s\n", filepath.Base(r.Driver), c.Case, c.Verdict)
 			for _, f := range c.Findings {

@@ -1,10 +1,10 @@
 // Command loadatstart is a CSI node driver that is not ready for
-// csi-registrar's rolling-update mode, on purpose
+// csi-registrar's handover (--rolling-update), on purpose
 // (tinydriver.Faults.VolumesLoadedAtStart): it reads its volumes from the
 // node once, at start, as a driver that loads a state file at start does.
 // kubectl csi-registrar verify -f manifests/examples/notready/loadatstart/
-// says why. See docs/writing-a-driver.md, "Is my driver ready for the
-// rolling-update mode?".
+// says why. See docs/writing-a-driver.md, "Is my driver ready for rolling
+// updates?".
 package main
 
 import "github.com/csi-registrar/csi-registrar/manifests/examples/notready/tinydriver"

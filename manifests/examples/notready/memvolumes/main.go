@@ -1,7 +1,7 @@
 // Command memvolumes is a CSI node driver that is not ready for csi-registrar's
-// rolling-update mode, on purpose (tinydriver.Faults.VolumesInMemory): kubectl
+// handover (--rolling-update), on purpose (tinydriver.Faults.VolumesInMemory): kubectl
 // csi-registrar verify -f manifests/examples/notready/memvolumes/ says why. See
-// docs/writing-a-driver.md, "Is my driver ready for the rolling-update mode?".
+// docs/writing-a-driver.md, "Is my driver ready for rolling updates?".
 package main
 
 import "github.com/csi-registrar/csi-registrar/manifests/examples/notready/tinydriver"

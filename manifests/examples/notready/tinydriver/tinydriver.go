@@ -3,7 +3,7 @@
 // inline volume (a directory of its own on the node, bind-mounted at the
 // target path) and to register through csi-registrar. Each example's main
 // turns on one fault that makes the driver not ready for csi-registrar's
-// rolling-update mode; without a fault it is ready: it keeps its volumes on
+// handover (--rolling-update); without a fault it is ready: it keeps its volumes on
 // the node, serves ShutdownDelay after SIGTERM and removes only its own
 // socket. It is an example of faults, not a driver to copy: the reference
 // driver is stubdriver.
