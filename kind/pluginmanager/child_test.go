@@ -48,18 +48,32 @@ func startChild(t *testing.T, label string, opts registrar.Options) *childRegist
 }
 
 // waitConfirmed returns once the kubelet's confirmation (Notify) reached
-// the registrar. A kill before that fails the kubelet's Notify, and
-// kubelets from 1.37 on then deregister the driver they just registered:
-// a row that kills a registered registrar must wait for this first.
-func (c *childRegistrar) waitConfirmed(t *testing.T) {
+// registrar c and the kubelet took the answer: its actual state of the
+// world lists the driver, which the operation generator adds only after a
+// Notify that succeeded. A kill before that fails the kubelet's Notify, and
+// kubelets from 1.37 on then deregister the driver they just registered;
+// the registrar's log line alone is written before its answer is sent. A
+// row that kills a registered registrar must wait for this first.
+func (w *world) waitConfirmed(t *testing.T, c *childRegistrar) {
 	t.Helper()
 	deadline := time.Now().Add(registerWait)
-	for c.log.count("the kubelet confirmed the registration") == 0 {
+	for c.log.count("the kubelet confirmed the registration") == 0 || !w.inActualState() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet's confirmation did not reach the registrar in %s", registerWait)
+			t.Fatalf("the kubelet's confirmation did not reach the registrar and the kubelet's actual state in %s", registerWait)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// inActualState reports whether the kubelet's actual state of the world
+// lists the driver (read through the embedded cache: no round counted).
+func (w *world) inActualState() bool {
+	for _, p := range w.pm.asw.ActualStateOfWorld.GetRegisteredPlugins() {
+		if p.Name == w.name {
+			return true
+		}
+	}
+	return false
 }
 
 // kill sends SIGKILL: nothing of the registrar's cleanup runs.
