@@ -47,19 +47,11 @@ func TestNodeReadiness(t *testing.T) {
 	c := cl.Client.CoreV1()
 	t.Cleanup(func() { cleanupReadiness(t) })
 
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDriverUnregistered(ctx, cfg.Driver, allNodes, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	withoutDriver(t, ctx)
 	for _, n := range allNodes {
 		if err := patchNode(ctx, n, func(nd *corev1.Node) {
 			nd.Spec.Taints = append(nd.Spec.Taints, corev1.Taint{Key: readinessTaint, Effect: corev1.TaintEffectNoSchedule})
 		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := removeCondition(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,6 +263,37 @@ func patchNode(ctx context.Context, name string, f func(*corev1.Node)) error {
 	})
 }
 
+// withoutDriver removes the suite's deployment (plainDir), waits until no
+// node's kubelet lists the driver, and takes the suite's condition off every
+// Node: the start of a test of the condition.
+func withoutDriver(t testing.TB, ctx context.Context) {
+	t.Helper()
+	if err := cl.Delete(ctx, plainDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDriverUnregistered(ctx, cfg.Driver, allNodes, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range allNodes {
+		if err := removeCondition(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// removeTaint takes every taint with key off the Node.
+func removeTaint(ctx context.Context, name, key string) error {
+	return patchNode(ctx, name, func(nd *corev1.Node) {
+		var keep []corev1.Taint
+		for _, tn := range nd.Spec.Taints {
+			if tn.Key != key {
+				keep = append(keep, tn)
+			}
+		}
+		nd.Spec.Taints = keep
+	})
+}
+
 // removeCondition takes the suite's condition off the Node (a JSON patch of
 // the status, by index, tested).
 func removeCondition(ctx context.Context, name string) error {
@@ -319,16 +342,8 @@ func cleanupReadiness(t *testing.T) {
 		t.Errorf("delete serviceaccount: %v", err)
 	}
 	for _, n := range allNodes {
-		if err := patchNode(ctx, n, func(nd *corev1.Node) {
-			var keep []corev1.Taint
-			for _, tn := range nd.Spec.Taints {
-				if tn.Key != readinessTaint {
-					keep = append(keep, tn)
-				}
-			}
-			nd.Spec.Taints = keep
-		}); err != nil {
-			t.Errorf("node %s: remove taint: %v", n, err)
+		if err := removeTaint(ctx, n, readinessTaint); err != nil {
+			t.Errorf("node %s: remove taint %s: %v", n, readinessTaint, err)
 		}
 		if err := removeCondition(ctx, n); err != nil {
 			t.Errorf("node %s: remove condition: %v", n, err)
