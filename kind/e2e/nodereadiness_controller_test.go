@@ -258,27 +258,16 @@ func TestNodeReadinessController(tt *testing.T) {
 	}
 }
 
-// nrcPod needs the driver (an inline volume) and may run on node only; it
-// tolerates the control plane's taint, not the rule's.
+// nrcPod needs the driver (workloadPod's inline volume) and may run on node
+// only; it tolerates the control plane's taint, not the rule's. The
+// scheduler places it (no nodeName): the rule's taint can keep it off.
 func nrcPod(name, node string) *corev1.Pod {
-	no, yes, uid := false, true, int64(65532)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nrcPods, Labels: map[string]string{"app.kubernetes.io/name": "csi-e2e-nrc"}},
-		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": node},
-			Tolerations:                   []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			AutomountServiceAccountToken:  &no,
-			TerminationGracePeriodSeconds: new(int64),
-			SecurityContext:               &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid},
-			Containers: []corev1.Container{{
-				Name: "writer", Image: "csi-registrar-example:dev", ImagePullPolicy: corev1.PullIfNotPresent,
-				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/data"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{
-				CSI: &corev1.CSIVolumeSource{Driver: cfg.Driver},
-			}}},
-		},
-	}
+	p := workloadPod(name, "")
+	p.Namespace = nrcPods
+	p.Labels = map[string]string{"app.kubernetes.io/name": "csi-e2e-nrc"}
+	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	p.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	return p
 }
 
 func podNamed(s State, name string) *corev1.Pod {
