@@ -44,7 +44,6 @@ const (
 func TestNodeReadiness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c := cl.Client.CoreV1()
 	t.Cleanup(func() { cleanupReadiness(t) })
 
 	withoutDriver(t, ctx)
@@ -59,25 +58,20 @@ func TestNodeReadiness(t *testing.T) {
 	if cl.Provider.Name() == "local" {
 		overlay = readinessOverlayLocal
 	}
+	recs := recordRegistration(t, ctx)
 	t0 := time.Now()
 	if err := cl.Apply(ctx, overlay); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range allNodes {
-		var nd *corev1.Node
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			var err error
-			nd, err = c.Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			cond := conditionOf(nd)
-			return cond != nil && cond.Status == corev1.ConditionTrue, nil
-		}); err != nil {
-			t.Fatalf("node %s: condition %s not True: %v; conditions %+v", n, readinessCondition, err, nd.Status.Conditions)
+		iTrue, condTrue, err := recs[n].node.Await(ctx, 0, 3*time.Minute, readinessCondition+" True", func(s State) bool {
+			nd := s.Node(n)
+			return nd != nil && conditionOf(nd) != nil && conditionOf(nd).Status == corev1.ConditionTrue
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		tTrue := time.Now()
-		measure(t, "apply -> condition True on "+n, tTrue.Sub(t0))
+		measure(t, "apply -> condition True on "+n, condTrue.At.Sub(t0))
 		reg, err := cl.Registered(ctx, n, cfg.Driver)
 		if err != nil {
 			t.Fatal(err)
@@ -85,14 +79,15 @@ func TestNodeReadiness(t *testing.T) {
 		if p := RegistrationProblems(reg, n, cfg); len(p) > 0 {
 			t.Errorf("condition True on %s before the kubelet's registration was complete: %s", n, strings.Join(p, "; "))
 		}
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			nd, err = c.Nodes().Get(ctx, n, metav1.GetOptions{})
-			return err == nil && !hasTaint(nd, readinessTaint), err
-		}); err != nil {
-			t.Fatalf("node %s: taint %s not removed: %v", n, readinessTaint, err)
+		_, untainted, err := recs[n].node.Await(ctx, iTrue, time.Minute, "taint "+readinessTaint+" gone", func(s State) bool {
+			nd := s.Node(n)
+			return nd != nil && !hasTaint(nd, readinessTaint)
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		measure(t, "condition True -> startup taint gone on "+n, time.Since(tTrue))
-		cond := conditionOf(nd)
+		measure(t, "condition True -> startup taint gone on "+n, untainted.At.Sub(condTrue.At))
+		cond := conditionOf(untainted.State.Node(n))
 		t.Logf("node %s: %s=%s reason %s: %s (transition %s, heartbeat %s)", n, cond.Type, cond.Status, cond.Reason, cond.Message,
 			cond.LastTransitionTime.Format(time.RFC3339), cond.LastHeartbeatTime.Format(time.RFC3339))
 	}
