@@ -162,20 +162,32 @@ func testCSINodeHealed(t *testing.T, ctx context.Context, node string, pod *core
 	if err != nil {
 		t.Fatal(err)
 	}
+	cn, err := cl.RecordCSINode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.Stop()
 	t0 := time.Now()
 	if err := cl.Client.StorageV1().CSINodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, false, func(ctx context.Context) (bool, error) {
-		reg, err := cl.Registered(ctx, node, cfg.Driver)
-		if err != nil {
-			return false, nil
-		}
-		return len(RegistrationProblems(reg, node, cfg)) == 0, nil
-	}); err != nil {
-		t.Fatalf("the driver's CSINode entry did not come back on %s: %v", node, err)
+	iGone, _, err := cn.Await(ctx, 0, time.Minute, "CSINode deleted", func(s State) bool { return s.CSINode(node) == nil })
+	if err != nil {
+		t.Fatal(err)
 	}
-	measure(t, "CSINode deleted -> driver's entry back on "+node, time.Since(t0))
+	_, back, err := cn.Await(ctx, iGone, 2*time.Minute, "the driver's entry back", func(s State) bool { return listsDriver(s, node) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure(t, "CSINode deleted -> driver's entry back on "+node, back.At.Sub(t0))
+	// The kubelet writes the Node's annotation before the CSINode entry.
+	reg, err := cl.Registered(ctx, node, cfg.Driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range RegistrationProblems(reg, node, cfg) {
+		t.Errorf("after the heal: %s", p)
+	}
 	p, err := cl.Client.CoreV1().Pods(cl.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the pod is gone: %v", err)
