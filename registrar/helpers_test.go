@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -253,27 +252,13 @@ func logged(t testing.TB, logs *logBuffer, cond func(log string) bool) <-chan st
 }
 
 // awaitDir waits until cond holds, looking again at each file event in dir
-// (its watch is set before the first look), and fails the test after within.
+// (registrartest.WaitDir), and fails the test after within.
 func awaitDir(t testing.TB, dir string, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Add(dir); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-w.Events:
-		case err := <-w.Errors:
-			t.Fatalf("watching %s for %s: %v", dir, what, err)
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := registrartest.WaitDir(ctx, dir, cond); err != nil {
+		t.Fatalf("waiting %s for %s: %v", within, what, err)
 	}
 }
 

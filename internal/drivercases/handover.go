@@ -79,18 +79,20 @@ type linkChange struct {
 	Target string // "" the link was gone
 }
 
-// linkWatch reads the endpoint link on a node every 250 ms and keeps each
-// change of its target; its goroutine ends with stop or with ctx.
+// linkWatch reads the endpoint link on a node every 250 ms (the node's
+// commands give no stream of its events) and keeps each change of its
+// target; its goroutine ends with stop or with ctx.
 type linkWatch struct {
 	quit chan struct{}
 	done chan struct{}
 
 	mu      sync.Mutex
 	changes []linkChange
+	changed chan struct{} // closed at the next change
 }
 
 func (s *suite) watchLink(ctx context.Context, node, dir string) *linkWatch {
-	w := &linkWatch{quit: make(chan struct{}), done: make(chan struct{})}
+	w := &linkWatch{quit: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for {
@@ -117,6 +119,8 @@ func (w *linkWatch) add(at time.Time, target string) {
 		return
 	}
 	w.changes = append(w.changes, linkChange{At: at, Target: target})
+	close(w.changed)
+	w.changed = make(chan struct{})
 }
 
 // Changes returns the changes seen so far.
@@ -138,19 +142,27 @@ func (w *linkWatch) stop() []linkChange {
 }
 
 // await waits until the link points at target (a base name), seen at or
-// after since, and returns when it was first seen so; false after timeout.
+// after since, and returns when it was first seen so; false after timeout
+// or once the watch ended. It looks again at each change the watch records.
 func (w *linkWatch) await(ctx context.Context, target string, since time.Time, timeout time.Duration) (time.Time, bool) {
-	end := time.After(timeout)
+	end := time.NewTimer(timeout)
+	defer end.Stop()
 	for {
-		if at, ok := pointedAt(w.Changes(), target, since); ok {
+		w.mu.Lock()
+		at, ok := pointedAt(w.changes, target, since)
+		changed := w.changed
+		w.mu.Unlock()
+		if ok {
 			return at, true
 		}
 		select {
+		case <-changed:
+		case <-w.done:
+			return time.Time{}, false
 		case <-ctx.Done():
 			return time.Time{}, false
-		case <-end:
+		case <-end.C:
 			return time.Time{}, false
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

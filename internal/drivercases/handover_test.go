@@ -60,6 +60,24 @@ func TestPointedAt(t *testing.T) {
 
 // judgeNewerDriverFailsHandover on the reference driver's run, and one
 // finding for each way it can fall short.
+// linkWatch.await returns at the change that makes the link point at its
+// target, and false once the watch ended without it.
+func TestLinkWatchAwait(t *testing.T) {
+	w := &linkWatch{quit: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{})}
+	t0 := time.Now()
+	w.add(t0, "a.sock")
+	go func() {
+		w.add(t0.Add(time.Millisecond), "b.sock")
+	}()
+	if at, ok := w.await(t.Context(), "b.sock", t0, time.Minute); !ok || !at.Equal(t0.Add(time.Millisecond)) {
+		t.Errorf("await b.sock = %v, %v; want its change at +1ms", at, ok)
+	}
+	close(w.done)
+	if _, ok := w.await(t.Context(), "c.sock", t0, time.Minute); ok {
+		t.Error("await of a target never seen, the watch ended: true")
+	}
+}
+
 func TestJudgeNewerDriverFailsHandover(t *testing.T) {
 	kill := time.Date(2026, 11, 28, 13, 0, 0, 0, time.UTC)
 	sec := func(s float64) time.Time { return kill.Add(time.Duration(s * float64(time.Second))) }

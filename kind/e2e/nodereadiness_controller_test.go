@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
 )
@@ -73,17 +72,7 @@ func TestNodeReadinessController(tt *testing.T) {
 	diagnoseOnFailure(tt)
 
 	// Nothing of the driver: no registration, no condition.
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDriverUnregistered(ctx, cfg.Driver, allNodes, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range allNodes {
-		if err := removeCondition(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	withoutDriver(t, ctx)
 
 	// The controller, its CRD from the source it was built from.
 	if _, err := cl.Kubectl(ctx, "apply", "--server-side", "-f", crd); err != nil {
@@ -220,16 +209,20 @@ func TestNodeReadinessController(tt *testing.T) {
 
 	// Rollouts of the node plugin in continuous enforcement.
 	from := positions(recs)
+	// Each rollout ends as rolloutDone's step does: the old pods gone, the
+	// driver still registered a kubeletRound later (the observation window
+	// of the assertions below: the kubelet acts on the last old pod's exit
+	// within one round, the controller on the Node within the same).
 	for i := 1; i <= nrcRollouts; i++ {
+		before, err := cl.Pods(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		rollOut(t, ctx, fmt.Sprintf("nrc-%d", i))
+		if _, err := rolloutDone(ctx, cl, cfg.Driver, before, 2*time.Minute); err != nil {
+			t.Fatalf("rollout nrc-%d: %v", i, err)
+		}
 	}
-	if err := awaitOnePodPerNode(ctx, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	// An observation window, not a wait for a state: the kubelet acts on the
-	// last old pod's exit within one round, the controller on the Node
-	// within the same.
-	time.Sleep(kubeletRound)
 	changes, taints, gaps := 0, 0, 0
 	var per []string
 	for _, n := range allNodes {
@@ -265,27 +258,16 @@ func TestNodeReadinessController(tt *testing.T) {
 	}
 }
 
-// nrcPod needs the driver (an inline volume) and may run on node only; it
-// tolerates the control plane's taint, not the rule's.
+// nrcPod needs the driver (workloadPod's inline volume) and may run on node
+// only; it tolerates the control plane's taint, not the rule's. The
+// scheduler places it (no nodeName): the rule's taint can keep it off.
 func nrcPod(name, node string) *corev1.Pod {
-	no, yes, uid := false, true, int64(65532)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nrcPods, Labels: map[string]string{"app.kubernetes.io/name": "csi-e2e-nrc"}},
-		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": node},
-			Tolerations:                   []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			AutomountServiceAccountToken:  &no,
-			TerminationGracePeriodSeconds: new(int64),
-			SecurityContext:               &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid},
-			Containers: []corev1.Container{{
-				Name: "writer", Image: "csi-registrar-example:dev", ImagePullPolicy: corev1.PullIfNotPresent,
-				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/data"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{
-				CSI: &corev1.CSIVolumeSource{Driver: cfg.Driver},
-			}}},
-		},
-	}
+	p := workloadPod(name, "")
+	p.Namespace = nrcPods
+	p.Labels = map[string]string{"app.kubernetes.io/name": "csi-e2e-nrc"}
+	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	p.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	return p
 }
 
 func podNamed(s State, name string) *corev1.Pod {
@@ -359,24 +341,6 @@ func conditionChanges(evs []Event, node string) (changes []string, taintsAdded i
 	return changes, taintsAdded
 }
 
-// awaitOnePodPerNode waits until the DaemonSet has one pod per node, none
-// terminating: the last rollout's old pods are gone.
-func awaitOnePodPerNode(ctx context.Context, timeout time.Duration) error {
-	var n int
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		l, err := cl.Client.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: cl.Selector})
-		if err != nil {
-			return false, err
-		}
-		n = len(l.Items)
-		return n == len(allNodes), nil
-	})
-	if err != nil {
-		return fmt.Errorf("the old pods of the last rollout not gone: %d pods for %d nodes: %w", n, len(allNodes), err)
-	}
-	return nil
-}
-
 // controllerLogsOnFailure prints the controller's log and the rule's status
 // when t failed.
 func controllerLogsOnFailure(t testing.TB) {
@@ -416,15 +380,7 @@ func cleanupController(t testing.TB, crd string) {
 		t.Errorf("delete the CRD: %v", err)
 	}
 	for _, n := range allNodes {
-		if err := patchNode(ctx, n, func(nd *corev1.Node) {
-			var keep []corev1.Taint
-			for _, tn := range nd.Spec.Taints {
-				if tn.Key != nrcTaint {
-					keep = append(keep, tn)
-				}
-			}
-			nd.Spec.Taints = keep
-		}); err != nil {
+		if err := removeTaint(ctx, n, nrcTaint); err != nil {
 			t.Errorf("node %s: remove taint %s: %v", n, nrcTaint, err)
 		}
 	}

@@ -44,22 +44,13 @@ const (
 func TestNodeReadiness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c := cl.Client.CoreV1()
 	t.Cleanup(func() { cleanupReadiness(t) })
 
-	if err := cl.Delete(ctx, plainDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDriverUnregistered(ctx, cfg.Driver, allNodes, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	withoutDriver(t, ctx)
 	for _, n := range allNodes {
 		if err := patchNode(ctx, n, func(nd *corev1.Node) {
 			nd.Spec.Taints = append(nd.Spec.Taints, corev1.Taint{Key: readinessTaint, Effect: corev1.TaintEffectNoSchedule})
 		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := removeCondition(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,25 +58,20 @@ func TestNodeReadiness(t *testing.T) {
 	if cl.Provider.Name() == "local" {
 		overlay = readinessOverlayLocal
 	}
+	recs := recordRegistration(t, ctx)
 	t0 := time.Now()
 	if err := cl.Apply(ctx, overlay); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range allNodes {
-		var nd *corev1.Node
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			var err error
-			nd, err = c.Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			cond := conditionOf(nd)
-			return cond != nil && cond.Status == corev1.ConditionTrue, nil
-		}); err != nil {
-			t.Fatalf("node %s: condition %s not True: %v; conditions %+v", n, readinessCondition, err, nd.Status.Conditions)
+		iTrue, condTrue, err := recs[n].node.Await(ctx, 0, 3*time.Minute, readinessCondition+" True", func(s State) bool {
+			nd := s.Node(n)
+			return nd != nil && conditionOf(nd) != nil && conditionOf(nd).Status == corev1.ConditionTrue
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		tTrue := time.Now()
-		measure(t, "apply -> condition True on "+n, tTrue.Sub(t0))
+		measure(t, "apply -> condition True on "+n, condTrue.At.Sub(t0))
 		reg, err := cl.Registered(ctx, n, cfg.Driver)
 		if err != nil {
 			t.Fatal(err)
@@ -93,14 +79,15 @@ func TestNodeReadiness(t *testing.T) {
 		if p := RegistrationProblems(reg, n, cfg); len(p) > 0 {
 			t.Errorf("condition True on %s before the kubelet's registration was complete: %s", n, strings.Join(p, "; "))
 		}
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			nd, err = c.Nodes().Get(ctx, n, metav1.GetOptions{})
-			return err == nil && !hasTaint(nd, readinessTaint), err
-		}); err != nil {
-			t.Fatalf("node %s: taint %s not removed: %v", n, readinessTaint, err)
+		_, untainted, err := recs[n].node.Await(ctx, iTrue, time.Minute, "taint "+readinessTaint+" gone", func(s State) bool {
+			nd := s.Node(n)
+			return nd != nil && !hasTaint(nd, readinessTaint)
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		measure(t, "condition True -> startup taint gone on "+n, time.Since(tTrue))
-		cond := conditionOf(nd)
+		measure(t, "condition True -> startup taint gone on "+n, untainted.At.Sub(condTrue.At))
+		cond := conditionOf(untainted.State.Node(n))
 		t.Logf("node %s: %s=%s reason %s: %s (transition %s, heartbeat %s)", n, cond.Type, cond.Status, cond.Reason, cond.Message,
 			cond.LastTransitionTime.Format(time.RFC3339), cond.LastHeartbeatTime.Format(time.RFC3339))
 	}
@@ -175,20 +162,32 @@ func testCSINodeHealed(t *testing.T, ctx context.Context, node string, pod *core
 	if err != nil {
 		t.Fatal(err)
 	}
+	cn, err := cl.RecordCSINode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.Stop()
 	t0 := time.Now()
 	if err := cl.Client.StorageV1().CSINodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, false, func(ctx context.Context) (bool, error) {
-		reg, err := cl.Registered(ctx, node, cfg.Driver)
-		if err != nil {
-			return false, nil
-		}
-		return len(RegistrationProblems(reg, node, cfg)) == 0, nil
-	}); err != nil {
-		t.Fatalf("the driver's CSINode entry did not come back on %s: %v", node, err)
+	iGone, _, err := cn.Await(ctx, 0, time.Minute, "CSINode deleted", func(s State) bool { return s.CSINode(node) == nil })
+	if err != nil {
+		t.Fatal(err)
 	}
-	measure(t, "CSINode deleted -> driver's entry back on "+node, time.Since(t0))
+	_, back, err := cn.Await(ctx, iGone, 2*time.Minute, "the driver's entry back", func(s State) bool { return listsDriver(s, node) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure(t, "CSINode deleted -> driver's entry back on "+node, back.At.Sub(t0))
+	// The kubelet writes the Node's annotation before the CSINode entry.
+	reg, err := cl.Registered(ctx, node, cfg.Driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range RegistrationProblems(reg, node, cfg) {
+		t.Errorf("after the heal: %s", p)
+	}
 	p, err := cl.Client.CoreV1().Pods(cl.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the pod is gone: %v", err)
@@ -271,6 +270,37 @@ func patchNode(ctx context.Context, name string, f func(*corev1.Node)) error {
 	})
 }
 
+// withoutDriver removes the suite's deployment (plainDir), waits until no
+// node's kubelet lists the driver, and takes the suite's condition off every
+// Node: the start of a test of the condition.
+func withoutDriver(t testing.TB, ctx context.Context) {
+	t.Helper()
+	if err := cl.Delete(ctx, plainDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDriverUnregistered(ctx, cfg.Driver, allNodes, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range allNodes {
+		if err := removeCondition(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// removeTaint takes every taint with key off the Node.
+func removeTaint(ctx context.Context, name, key string) error {
+	return patchNode(ctx, name, func(nd *corev1.Node) {
+		var keep []corev1.Taint
+		for _, tn := range nd.Spec.Taints {
+			if tn.Key != key {
+				keep = append(keep, tn)
+			}
+		}
+		nd.Spec.Taints = keep
+	})
+}
+
 // removeCondition takes the suite's condition off the Node (a JSON patch of
 // the status, by index, tested).
 func removeCondition(ctx context.Context, name string) error {
@@ -319,16 +349,8 @@ func cleanupReadiness(t *testing.T) {
 		t.Errorf("delete serviceaccount: %v", err)
 	}
 	for _, n := range allNodes {
-		if err := patchNode(ctx, n, func(nd *corev1.Node) {
-			var keep []corev1.Taint
-			for _, tn := range nd.Spec.Taints {
-				if tn.Key != readinessTaint {
-					keep = append(keep, tn)
-				}
-			}
-			nd.Spec.Taints = keep
-		}); err != nil {
-			t.Errorf("node %s: remove taint: %v", n, err)
+		if err := removeTaint(ctx, n, readinessTaint); err != nil {
+			t.Errorf("node %s: remove taint %s: %v", n, readinessTaint, err)
 		}
 		if err := removeCondition(ctx, n); err != nil {
 			t.Errorf("node %s: remove condition: %v", n, err)

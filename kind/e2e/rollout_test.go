@@ -134,6 +134,8 @@ func stopWorkload(ctx context.Context, w *drivercases.MountLoad, timeout time.Du
 	return len(w.Pods()), never, err
 }
 
+// workloadPod writes to an inline volume of the suite's driver, bound to
+// node (none: the scheduler places it).
 func workloadPod(name, node string) *corev1.Pod {
 	no, yes, uid := false, true, int64(65532)
 	return &corev1.Pod{

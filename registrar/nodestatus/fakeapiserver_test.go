@@ -287,6 +287,11 @@ func (f *fakeAPIServer) serveWatch(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	fl.Flush()
+	// The first change to send is the first after the watch started (and
+	// after the test learnt it did, through csinodeWatch).
+	f.mu.Lock()
+	ch := f.changed
+	f.mu.Unlock()
 	if strings.HasPrefix(req.URL.Path, csinodesPath) {
 		select {
 		case f.csinodeWatch <- struct{}{}:
@@ -295,16 +300,16 @@ func (f *fakeAPIServer) serveWatch(w http.ResponseWriter, req *http.Request) {
 	}
 	enc := json.NewEncoder(w)
 	for {
-		f.mu.Lock()
-		ch := f.changed
-		f.mu.Unlock()
 		select {
 		case <-req.Context().Done():
 			return
 		case <-ch:
 		}
+		// The state sent and the channel of the next change are taken
+		// together: a change while this event is sent is sent next.
 		f.mu.Lock()
 		o := obj()
+		ch = f.changed
 		ev := watchEvent{Type: "MODIFIED"}
 		if o == nil {
 			ev.Type = "DELETED"

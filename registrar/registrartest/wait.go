@@ -12,32 +12,45 @@ import (
 )
 
 // WaitPath waits until path exists (Lstat): a registration socket, as the
-// kubelet's plugin watcher sees it appear, on its directory's events. The directory's watch is set before
-// the first look, so a creation between the two is not missed. The directory
-// must exist. A socket's file appears at bind(2), before it listens: a dial
-// right after WaitPath may be refused. To know that a registrar serves, wait
-// for its log line "registration socket created" (Buffer.Wait).
+// kubelet's plugin watcher sees it appear, on its directory's events
+// (WaitDir). The directory must exist. A socket's file appears at bind(2),
+// before it listens: a dial right after WaitPath may be refused. To know
+// that a registrar serves, wait for its log line "registration socket
+// created" (Buffer.Wait).
 func WaitPath(ctx context.Context, path string) error {
+	err := WaitDir(ctx, filepath.Dir(path), func() bool {
+		_, err := os.Lstat(path)
+		return err == nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not appear: %w", path, err)
+	}
+	return nil
+}
+
+// WaitDir waits until cond holds, looking again at each event in dir (a
+// file created, removed, renamed or written there). The watch is set before
+// the first look, so a change between the two is not missed. dir must
+// exist.
+func WaitDir(ctx context.Context, dir string, cond func() bool) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := w.Add(filepath.Dir(path)); err != nil {
+	if err := w.Add(dir); err != nil {
 		return err
 	}
-	for {
-		if _, err := os.Lstat(path); err == nil {
-			return nil
-		}
+	for !cond() {
 		select {
 		case <-w.Events: // any change in the directory: look again
 		case err := <-w.Errors:
-			return fmt.Errorf("watching for %s: %w", path, err)
+			return fmt.Errorf("watching %s: %w", dir, err)
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not appear: %w", path, ctx.Err())
+			return ctx.Err()
 		}
 	}
+	return nil
 }
 
 // Buffer is an io.Writer that is safe for concurrent use and whose readers

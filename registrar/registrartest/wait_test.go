@@ -35,6 +35,28 @@ func TestWaitPath(t *testing.T) {
 	}
 }
 
+func TestWaitDir(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	sized := func() bool { st, err := os.Stat(p); return err == nil && st.Size() > 0 }
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- registrartest.WaitDir(context.Background(), dir, sized) }()
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := registrartest.WaitDir(ctx, dir, func() bool { return false }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitDir for what never holds = %v, want the deadline", err)
+	}
+}
+
 func TestBuffer(t *testing.T) {
 	var b registrartest.Buffer
 	go func() {
