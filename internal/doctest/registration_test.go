@@ -20,29 +20,29 @@ import (
 // csiplugin.Registration (or drivercases.Registration) from them, prints
 // them, or writes them (the status scale test's fake nodes).
 var registrationFactReaders = map[string]bool{
-	"registrar/csiplugin/registration.go":  true, // the rule and the annotation's parser
-	"internal/drivercases/cluster.go":      true, // Registration, RegistrationOf, AnnotationMap, CSINodeEntries
-	"internal/drivercases/diagnostics.go":  true, // prints the Node and CSINode of a failure
-	"internal/doctor/api.go":               true, // doctor's own JSON types, into csiplugin.Registration
-	"internal/clusterstatus/analyze.go":    true, // status' facts, into csiplugin.Registration
-	"kind/statusscale/main.go":             true, // writes fake CSINodes
-	"registrar/nodestatus/registration.go": true, // the Node and CSINode watched, into csiplugin.Registration
+	"registrar/csiplugin/registration.go":         true, // the rule and the annotation's parser
+	"internal/drivercases/cluster.go":             true, // Registration, RegistrationOf, AnnotationMap, CSINodeEntries
+	"internal/drivercases/cluster_diagnostics.go": true, // prints the Node and CSINode of a failure
+	"internal/doctor/api.go":                      true, // doctor's own JSON types, into csiplugin.Registration
+	"internal/clusterstatus/analyze.go":           true, // status' facts, into csiplugin.Registration
+	"kind/statusscale/main.go":                    true, // writes fake CSINodes
+	"registrar/nodestatus/registration.go":        true, // the Node and CSINode watched, into csiplugin.Registration
 }
 
 // registrationRuleSites decide whether a driver is registered; each calls
 // the rule (Registered, Problem or Absent of a Registration, or
 // drivercases.MeasureGaps, which judges with it).
 var registrationRuleSites = []string{
-	"internal/doctor/api.go",            // doctor
-	"internal/clusterstatus/analyze.go", // status
-	"internal/drivercases/cases.go",     // verify: case 1
-	"internal/drivercases/expect.go",    // verify: what the kubelet wrote
-	"internal/drivercases/gaps.go",      // verify: unregistered time
-	"internal/storagee2e/registered.go", // storage-e2e
-	"kind/e2e/harness.go",               // the suite: rolled out and registered
-	"kind/e2e/rollout_test.go",          // the suite: gaps in the rollouts
-	"internal/verify/guard.go",          // verify: nothing registered before it installs
-	"kind/e2e/driver_notfound_test.go",  // the suite
+	"internal/doctor/api.go",               // doctor
+	"internal/clusterstatus/analyze.go",    // status
+	"internal/drivercases/cases.go",        // verify: case 1
+	"internal/drivercases/expect.go",       // verify: what the kubelet wrote
+	"internal/drivercases/rollout_gaps.go", // verify: unregistered time
+	"internal/storagee2e/registered.go",    // storage-e2e
+	"kind/e2e/harness.go",                  // the suite: rolled out and registered
+	"kind/e2e/rollout_test.go",             // the suite: gaps in the rollouts
+	"internal/verify/guard.go",             // verify: nothing registered before it installs
+	"kind/e2e/driver_notfound_test.go",     // the suite
 }
 
 var (

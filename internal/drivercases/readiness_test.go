@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
+
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -140,13 +142,13 @@ notready/hostport R2_volumes_across_instances skip
 		}},
 		{Driver: "/x/manifests/examples/notready/hostport", Cases: []CaseResult{{Case: CaseVolumesAcross, Verdict: "skip"}}},
 	}
-	if bad := CheckExpectations(runs, exp); len(bad) != 0 {
+	if bad := report.CheckExpectations(runs, exp); len(bad) != 0 {
 		t.Errorf("as expected, yet %q", bad)
 	}
 	runs[0].Cases[0].Verdict = "FAIL"
 	runs[0].Cases[1].Findings = []string{"something else"}
 	runs[0].Left = left[:1]
-	bad := CheckExpectations(runs, exp)
+	bad := report.CheckExpectations(runs, exp)
 	if len(bad) != 4 {
 		t.Errorf("want 4 differences (case 1 failed, another cause against each of the two lines of R2, 1 left not 3), got %q", bad)
 	}

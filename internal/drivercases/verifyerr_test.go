@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 )
 
 func TestVerifysOwnErrorIsNotTheDriversFailure(t *testing.T) {
@@ -45,7 +47,7 @@ func TestLeftoversAndTheirCleanup(t *testing.T) {
 	if c := l[1].Cleanup(); len(c) != 1 {
 		t.Errorf("cleanup of an unmounted one %q, want no umount", c)
 	}
-	txt := LeftText([]Result{{Driver: "d", Left: l}})
+	txt := report.LeftText([]Result{{Driver: "d", Left: l}})
 	if !strings.Contains(txt, "left on the node") || !strings.Contains(txt, "umount") {
 		t.Errorf("LeftText %q", txt)
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 )
 
 // Exit codes.
@@ -236,14 +237,14 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		}
 	}
 	fmt.Fprintln(out, "==== registration cases (verdict: the kubelet's and the API's; restarts: container restarts during the case; times from the fault, s)")
-	fmt.Fprint(out, drivercases.Table(results))
+	fmt.Fprint(out, report.Table(results))
 	fmt.Fprint(out, drivercases.ReadinessText(results))
-	fmt.Fprint(out, drivercases.LeftText(results))
+	fmt.Fprint(out, report.LeftText(results))
 	if ctx.Err() != nil {
 		return ExitIncomplete, fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
 	if cfg.Expect != nil && code != ExitIncomplete {
-		if bad := drivercases.CheckExpectations(results, cfg.Expect); len(bad) > 0 {
+		if bad := report.CheckExpectations(results, cfg.Expect); len(bad) > 0 {
 			fmt.Fprintf(out, "==== not as expected (--expect):\n- %s\n", strings.Join(bad, "\n- "))
 			return ExitFailed, errors.New("the outcomes differ from --expect")
 		}

@@ -23,7 +23,10 @@ import (
 // They run in this order on one deployment of it. Each starts from it
 // deployed and registered everywhere, and leaves it so, except the last,
 // which uninstalls it. The mode's faults are verify's cases on manifests/
-// (make e2e-driver DRIVER=manifests) and rollout_test.go.
+// (make e2e-driver DRIVER=manifests) and rollout_test.go. These seven are
+// not drivercases' (verify's) 1_deployed-7_uninstalled: they judge the
+// registrar itself (its metrics, its answer to a kubelet that rejects it),
+// so their list and names are their own.
 func TestE2E(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -11,42 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Leftover is a volume of the driver on a node whose pod is gone: the
-// kubelet's volume directory of it, mounted or not. The kubelet removes
-// both once NodeUnpublishVolume succeeded; a leftover is what a driver that
-// could not unpublish (or was uninstalled first) left behind.
-type Leftover struct {
-	Node   string
-	Case   string // the case after which it was found
-	PodUID string
-	// Dir is the kubelet's directory of the volume:
-	// <kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<volume>.
-	Dir          string
-	Mounted      bool   // Dir/mount is a mount point on the node
-	VolumeHandle string // the driver's volume ID (vol_data.json)
-}
-
-// Cleanup returns the commands that remove it, to run as root on the node:
-// the unmount (if mounted), then the directory without -r (a mount still
-// there makes rmdir fail rather than delete the volume's data). The
-// kubelet removes the emptied pod directory itself.
-func (l Leftover) Cleanup() []string {
-	var c []string
-	if l.Mounted {
-		c = append(c, "umount "+ShellQuote(l.Dir+"/mount"))
-	}
-	c = append(c, "rmdir "+ShellQuote(l.Dir+"/mount")+" 2>/dev/null; rm -f "+ShellQuote(l.Dir+"/vol_data.json")+" && rmdir "+ShellQuote(l.Dir))
-	return c
-}
-
-func (l Leftover) String() string {
-	m := "not mounted"
-	if l.Mounted {
-		m = "mounted"
-	}
-	return fmt.Sprintf("node %s: %s (%s; volume %s of pod %s, which is gone; found after %s)", l.Node, l.Dir, m, orDash(l.VolumeHandle), l.PodUID, l.Case)
-}
-
 // leftoverScript prints, for each CSI volume directory of driver $1 under
 // the kubelet root $2, "<pod uid> <dir> <mounted 0|1> <volume handle>",
 // tab-separated: the directories whose vol_data.json names the driver;
@@ -126,25 +90,4 @@ func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[str
 	}
 	sort.Slice(left, func(i, j int) bool { return left[i].Dir < left[j].Dir })
 	return left, nil
-}
-
-// LeftText is the summary's "left on the node" section: each leftover with
-// the commands that remove it ("" when nothing is left).
-func LeftText(runs []Result) string {
-	var b strings.Builder
-	for _, r := range runs {
-		for _, l := range r.Left {
-			if b.Len() == 0 {
-				b.WriteString("==== left on the node (the driver's volumes whose pods are gone; the kubelet keeps retrying NodeUnpublishVolume while the driver runs). Remove them as root on the node:\n")
-			}
-			fmt.Fprintf(&b, "- %s: %s\n", r.Driver, l)
-			for _, c := range l.Cleanup() {
-				fmt.Fprintf(&b, "    %s\n", c)
-			}
-		}
-	}
-	if b.Len() > 0 {
-		b.WriteString("    (and the driver's own state of those volume IDs, if it keeps any)\n")
-	}
-	return b.String()
 }

@@ -1,4 +1,4 @@
-package drivercases
+package report
 
 import (
 	"fmt"
@@ -9,75 +9,6 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/mdtable"
 )
-
-// CaseResult is the outcome of one case.
-type CaseResult struct {
-	Case     string
-	Verdict  string // pass, FAIL, skip; measured: figures reported, not judged (the rollout without the mode); VerdictNotChecked, VerdictNotJudged
-	Note     string
-	Restarts map[string]int32 // container -> restarts during the case, summed over the workload's pods
-	Times    []CaseTime
-	// Rollout are the rollout case's figures by node; Mounts says whether
-	// it started pods with an inline volume (otherwise it measured the
-	// registration only).
-	Rollout []NodeRollout
-	Mounts  bool
-	// Findings are the messages of its failures: the causes in the
-	// driver's terms, and the fix.
-	Findings []string
-}
-
-// CaseTime is a time a case measured, from its fault.
-type CaseTime struct {
-	What    string
-	Seconds float64
-}
-
-// Result is one run: one driver with one registrar.
-type Result struct {
-	Driver     string // the manifests, as given
-	Registrar  string // the registrar image under test (or "in-process")
-	Kubernetes string
-	Provider   string
-	Cases      []CaseResult
-	// Left is what the driver left on the nodes (mounts, volume
-	// directories of pods that are gone), found after each case.
-	Left []Leftover
-}
-
-// Passed reports whether every case passed (a case whose figures are
-// measured, or that cannot judge this driver, does not fail) and nothing
-// was left on the node.
-func (r Result) Passed() bool {
-	for _, c := range r.Cases {
-		if c.Verdict != "pass" && c.Verdict != verdictMeasured && c.Verdict != VerdictNotJudged {
-			return false
-		}
-	}
-	return len(r.Cases) > 0 && len(r.Left) == 0
-}
-
-// NotChecked reports whether verify could not check a case (its own
-// error, VerdictNotChecked).
-func (r Result) NotChecked() bool {
-	for _, c := range r.Cases {
-		if c.Verdict == VerdictNotChecked {
-			return true
-		}
-	}
-	return false
-}
-
-// Failed reports whether a case failed on the driver's account or the
-// driver left something on the node (not: verify could not check).
-func (r Result) Failed() bool {
-	for _, c := range r.Cases {
-		if c.Verdict == "FAIL" {
-			return true
-		}
-	}
-	return len(r.Left) > 0
-}
 
 // Table prints runs side by side: driver and case × registrar, each with
 // its verdict, the container restarts during the case and the kubelet's
@@ -183,4 +114,25 @@ func rolloutCells(c *CaseResult) (unreg, mounts string) {
 		m = []string{"not measured"}
 	}
 	return strings.Join(u, "; "), strings.Join(m, "; ")
+}
+
+// LeftText is the summary's "left on the node" section: each leftover with
+// the commands that remove it ("" when nothing is left).
+func LeftText(runs []Result) string {
+	var b strings.Builder
+	for _, r := range runs {
+		for _, l := range r.Left {
+			if b.Len() == 0 {
+				b.WriteString("==== left on the node (the driver's volumes whose pods are gone; the kubelet keeps retrying NodeUnpublishVolume while the driver runs). Remove them as root on the node:\n")
+			}
+			fmt.Fprintf(&b, "- %s: %s\n", r.Driver, l)
+			for _, c := range l.Cleanup() {
+				fmt.Fprintf(&b, "    %s\n", c)
+			}
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("    (and the driver's own state of those volume IDs, if it keeps any)\n")
+	}
+	return b.String()
 }

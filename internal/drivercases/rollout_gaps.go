@@ -163,28 +163,6 @@ func TotalOf(spans []Span) time.Duration {
 	return d
 }
 
-// NodeRollout is what the rollout case measured on one node.
-type NodeRollout struct {
-	Node string
-	// Unregistered is how long the driver was unregistered on the node
-	// (its CSINode entry or its Node annotation key absent), in seconds,
-	// from the rollout's start to the end of the window; Gaps the number of
-	// such spans; NotBack: still unregistered at the end.
-	Unregistered float64
-	Gaps         int
-	NotBack      bool
-	// Moved: the workload's pod left this node in the rollout (a
-	// Deployment's new pod landed elsewhere): its registration here ends.
-	Moved bool
-	// The inline-volume pods started on the node during the rollout:
-	// FailedMount events of theirs (the kubelet's retries counted) and those
-	// that never ran.
-	Started, FailedMounts, NeverRan int
-	// WatchBroke: a recorder's watch ended in the window, so a gap may
-	// have been missed.
-	WatchBroke string
-}
-
 // rolloutJudgement holds what the verdict of the rollout case rests on.
 type rolloutJudgement struct {
 	Mode     string // where the manifests turn on the rolling-update mode; "" none
@@ -193,21 +171,6 @@ type rolloutJudgement struct {
 	Mounts   bool   // inline-volume pods were started
 	Nodes    []NodeRollout
 }
-
-// Verdicts of the rollout case beyond pass and FAIL.
-const verdictMeasured = "measured"
-
-// The verdicts besides pass, FAIL, skip and measured.
-const (
-	// VerdictNotChecked: verify's own means (its exec on the node, its API
-	// connection) failed within the case's bound; nothing is said about
-	// the driver.
-	VerdictNotChecked = "could not check"
-	// VerdictNotJudged: the case cannot judge this driver (no inline
-	// volume verify can create, no dialable socket); its note says what
-	// verify would need. Never pass.
-	VerdictNotJudged = "not judged"
-)
 
 // verdict judges the rollout: without the rolling-update mode, or for a
 // StatefulSet (which replaces its pod in place), the figures are measured,

@@ -93,6 +93,3 @@ func names(files []NodeFile) []string {
 	}
 	return out
 }
-
-// ShellQuote quotes s for sh.
-func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
