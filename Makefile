@@ -63,20 +63,7 @@ bin/rootfs: build
 	ln -s csi-registrar bin/rootfs/csi-node-driver-registrar
 
 image: bin/rootfs ## container image $(IMAGE) (docker if an engine answers, else buildah) and $(IMAGE_TAR)
-	@if docker info >/dev/null 2>&1; then \
-	  echo "building $(IMAGE) with docker"; \
-	  docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) . ; \
-	  docker save -o $(IMAGE_TAR) $(IMAGE); \
-	else \
-	  command -v buildah >/dev/null || { echo "no Docker engine answers and buildah is not installed: installing it"; \
-	    bash kind/localnode/install-deps.sh buildah; }; \
-	  echo "no Docker engine answers: building $(IMAGE) with buildah"; \
-	  mkdir -p $(BUILDAH_ROOT); \
-	  $(BUILDAH) build --quiet --isolation chroot --build-arg VERSION=$(VERSION) -t $(IMAGE) . >/dev/null; \
-	  rm -f $(IMAGE_TAR); \
-	  $(BUILDAH) push --quiet $(IMAGE) docker-archive:$(IMAGE_TAR):$(IMAGE); \
-	fi
-	@echo "image $(IMAGE): $$(stat -c %s $(IMAGE_TAR)) bytes in $(IMAGE_TAR)"
+	@IMAGE=$(IMAGE) IMAGE_TAR=$(IMAGE_TAR) VERSION='$(VERSION)' BUILDAH="$(BUILDAH)" BUILDAH_ROOT=$(BUILDAH_ROOT) bash kind/image.sh
 
 # The workload of manifests/examples/: a static program FROM scratch, built
 # and saved like $(IMAGE) (docker if an engine answers, else $(BUILDAH)).

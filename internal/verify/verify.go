@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,13 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
-	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 )
 
 // Exit codes.
@@ -84,177 +79,30 @@ type Config struct {
 
 // Run runs the cases on every manifest with every registrar and prints one
 // table. It returns the exit code; err says why it is not 0.
+//
+// The stages run in order; the first that fails ends the run with its exit
+// code. Whatever the run made is removed when Run returns (an error,
+// SIGINT, SIGTERM included).
 func Run(ctx context.Context, cfg Config) (int, error) {
-	out := cfg.Out
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(out, "verify %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-	}
-	blocked := &logBlock{}
-	rc := rest.CopyConfig(cfg.RESTConfig)
-	if rc.QPS == 0 {
-		rc.QPS, rc.Burst = 50, 100
-	}
-	if cfg.BlockRegistrarLogs {
-		rc.Wrap(blocked.wrap)
-	}
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return ExitRefused, fmt.Errorf("kubeconfig: %w", err)
-	}
-
-	fmt.Fprintf(out, "kubectl csi-registrar verify is DISRUPTIVE: on the node(s) it acts on it installs and uninstalls the driver,\n"+
-		"deletes its pod, restarts the kubelet, removes the registration socket, kills the driver's container and rolls its workload.\n")
-	nl, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return ExitIncomplete, fmt.Errorf("list nodes: %w", err)
-	}
-	targets, err := pickNodes(nl.Items, cfg.Nodes, cfg.AllNodes)
-	if err != nil {
-		return ExitRefused, err
-	}
-	logf("nodes acted on: %s", strings.Join(targets, ", "))
-	var reasons []string
-	reasons = append(reasons, checkMarker(nl.Items, targets, cfg.Disruptive)...)
-	missing, err := missingRBAC(ctx, client)
-	if err != nil {
-		return ExitIncomplete, err
-	}
-	reasons = append(reasons, missing...)
-	if len(reasons) > 0 {
-		return ExitRefused, &Refusal{Reasons: reasons}
-	}
-
-	rendered := make([][]byte, len(cfg.Files))
-	for i, f := range cfg.Files {
-		if rendered[i], err = render(ctx, cfg.Kubectl, f); err != nil {
-			return ExitRefused, err
+	r := &run{cfg: cfg, out: cfg.Out}
+	defer r.undo(ctx)
+	for _, stage := range []func(context.Context) error{
+		r.connect,         // a client of the kubeconfig's cluster
+		r.chooseNodes,     // warn, pick the nodes acted on
+		r.refuseCluster,   // unmarked nodes, missing RBAC
+		r.renderManifests, // kustomize each -f
+		r.makeWorkdir,     // where the manifests as applied are kept
+		r.createNamespace, // the run's namespace for the node pods
+		r.startNodePods,   // the node pods, closed when Run returns
+		r.pickRegistrars,  // --registrar-image, then each --compare
+		r.runCases,        // every manifest with every registrar
+		r.printTables,     // one table of every result
+	} {
+		if err := stage(ctx); err != nil {
+			return exitCode(err)
 		}
 	}
-	workdir := cfg.Workdir
-	if workdir == "" {
-		if workdir, err = os.MkdirTemp("", "csi-registrar-verify-"); err != nil {
-			return ExitIncomplete, err
-		}
-		defer os.RemoveAll(workdir)
-	} else if err := os.MkdirAll(workdir, 0o755); err != nil {
-		return ExitRefused, fmt.Errorf("--workdir=%s: %w (a directory for the manifests as applied)", workdir, err)
-	}
-	run := runID()
-	labels := map[string]string{RunLabel: run}
-	tr := &tracker{client: client, kubectl: cfg.Kubectl}
-	defer func() {
-		// Whatever is left (an error, SIGINT, SIGTERM): remove what this run made.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*time.Minute)
-		defer cancel()
-		done, err := tr.removeAll(cctx)
-		for _, d := range done {
-			logf("removed %s", d)
-		}
-		if err != nil {
-			logf("cleanup: %v (kubectl csi-registrar verify --cleanup removes leftovers by label %s)", err, RunLabel)
-		}
-	}()
-	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "csi-registrar-verify-",
-		Labels:       map[string]string{RunLabel: run, psaLabel: "privileged"},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		return ExitIncomplete, fmt.Errorf("create the run's namespace: %w", err)
-	}
-	tr.add(kindNamespace, "", ns.Name)
-	logf("run %s: namespace %s (Pod Security privileged) for the node pods (image %s)", run, ns.Name, cfg.NodeImage)
-	np := &nodePods{client: client, config: rc, namespace: ns.Name, image: cfg.NodeImage, labels: labels,
-		deadline: cfg.Timeout, track: tr, pods: map[string]string{}}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := np.Close(cctx); err != nil {
-			logf("%v", err)
-		}
-	}()
-	cl := drivercases.Cluster{Client: client, Kubectl: cfg.Kubectl, Node: np, Provider: "kubeconfig context"}
-	if cfg.LocalSockets {
-		cl.Dialer = localDialer{}
-		cl.Provider = "local"
-	}
-
-	registrars := []string{cfg.RegistrarImage}
-	for _, c := range cfg.Compare {
-		img, err := compareImage(c)
-		if err != nil {
-			return ExitRefused, err
-		}
-		registrars = append(registrars, img)
-	}
-	var results []drivercases.Result
-	code := ExitPassed
-	total := len(registrars) * len(cfg.Files)
-	i := 0
-	for _, reg := range registrars {
-		for fi, f := range cfg.Files {
-			i++
-			if ctx.Err() != nil {
-				break
-			}
-			start := time.Now()
-			fmt.Fprintf(out, "==== verify %d/%d: %s with %s\n", i, total, f, reg)
-			opt := drivercases.Options{
-				Manifests: f, Rendered: rendered[fi], RegistrarImage: reg, RegisterTimeout: cfg.RegisterTimeout,
-				LabelKey: RunLabel, LabelValue: run, Out: out, WorkloadImage: cfg.NodeImage,
-				Cases: cfg.Cases, Rollouts: cfg.Rollouts, RemoveLeft: cfg.RemoveLeft,
-				Applied: filepath.Join(workdir, fmt.Sprintf("%d-%s.yaml", i, filepath.Base(f))),
-				OnRegistrar: func(c string) error {
-					if cfg.BlockRegistrarLogs {
-						blocked.container.Store(&c)
-						logf("registrar logs blocked: every read of container %s's log through the API fails", c)
-					}
-					return nil
-				},
-			}
-			if !cfg.AllNodes || len(cfg.Nodes) > 0 {
-				opt.Nodes = targets
-			}
-			r, err := runOne(ctx, cl, np, tr, targets, opt)
-			fmt.Fprintf(out, "==== verify %d/%d: %s with %s: %s\n", i, total, f, reg, time.Since(start).Round(time.Second))
-			var refused *Refusal
-			switch {
-			case errors.As(err, &refused):
-				return ExitRefused, err
-			case err != nil:
-				logf("%s with %s: the cases could not run: %v", f, reg, err)
-				code = max(code, ExitIncomplete)
-			case r.Failed():
-				code = max(code, ExitFailed)
-			case !r.Passed() && r.NotChecked():
-				// Verify's own means failed: nothing said about the driver.
-				code = max(code, ExitIncomplete)
-			case !r.Passed():
-				code = max(code, ExitFailed)
-			}
-			if len(r.Cases) > 0 {
-				results = append(results, r)
-			}
-		}
-	}
-	fmt.Fprintln(out, "==== registration cases (verdict: the kubelet's and the API's; restarts: container restarts during the case; times from the fault, s)")
-	fmt.Fprint(out, report.Table(results))
-	fmt.Fprint(out, drivercases.ReadinessText(results))
-	fmt.Fprint(out, report.LeftText(results))
-	if ctx.Err() != nil {
-		return ExitIncomplete, fmt.Errorf("interrupted: %w", context.Cause(ctx))
-	}
-	if cfg.Expect != nil && code != ExitIncomplete {
-		if bad := report.CheckExpectations(results, cfg.Expect); len(bad) > 0 {
-			fmt.Fprintf(out, "==== not as expected (--expect):\n- %s\n", strings.Join(bad, "\n- "))
-			return ExitFailed, errors.New("the outcomes differ from --expect")
-		}
-		fmt.Fprintf(out, "==== every outcome as expected (--expect: %d expectations; every other case passed)\n", len(cfg.Expect))
-		return ExitPassed, nil
-	}
-	if code != ExitPassed {
-		return code, errors.New("not every case passed")
-	}
-	return code, nil
+	return r.verdict(ctx)
 }
 
 // runOne refuses a cluster where the driver is installed, then runs the
