@@ -13,6 +13,8 @@ set -euo pipefail
 [[ $# -eq 4 ]] || { echo "usage: $0 GIT_DIR TAG IMAGE ARCHIVE (e.g. ../node-readiness-controller/.git v0.5.0 localhost/node-readiness-controller:v0.5.0 bin/node-readiness-controller-image.tar)" >&2; exit 2; }
 src=$1 tag=$2 image=$3 tar=$4
 self="${BASH_SOURCE[0]}"
+# shellcheck source=kind/image-lib.sh
+source "$(dirname "$self")/image-lib.sh"
 crd_path=config/crd/bases/readiness.node.x-k8s.io_nodereadinessrules.yaml
 [[ -n "$src" ]] && git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 ||
   { echo "NRC_SRC=${src:-<empty>}: not a git directory; want a clone of https://github.com/kubernetes-sigs/node-readiness-controller (its .git directory or a bare clone), e.g. make node-readiness-controller-image NRC_SRC=../node-readiness-controller/.git" >&2; exit 2; }
@@ -36,18 +38,7 @@ COPY manager /manager
 USER 65532:65532
 ENTRYPOINT ["/manager"]
 EOC
-if docker info >/dev/null 2>&1; then
-  echo "building $image with docker"
-  docker build -q -f "$work/Containerfile" -t "$image" "$work/rootfs" >/dev/null
-  docker save -o "$tar.tmp" "$image"
-else
-  command -v buildah >/dev/null || bash "$(dirname "$self")/localnode/install-deps.sh" buildah
-  echo "no Docker engine answers: building $image with buildah"
-  read -ra B <<<"${BUILDAH:-buildah}"
-  "${B[@]}" build --quiet --isolation chroot -f "$work/Containerfile" -t "$image" "$work/rootfs" >/dev/null
-  rm -f "$tar.tmp"
-  "${B[@]}" push --quiet "$image" "docker-archive:$tar.tmp:$image"
-fi
+save_image_archive "$work/Containerfile" "$work/rootfs" "$image" "$tar"
 cp "$work/src/$crd_path" "$tar.crd.yaml"
 mv "$tar.tmp" "$tar"
 echo "$commit" >"$tar.commit"

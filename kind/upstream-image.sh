@@ -12,6 +12,8 @@ set -euo pipefail
 [[ $# -eq 3 ]] || { echo "usage: $0 SOURCE.tar.gz IMAGE ARCHIVE (e.g. ../shared/upstream/node-driver-registrar-v2.17.0.tar.gz localhost/node-driver-registrar:v2.17.0 bin/upstream-image.tar)" >&2; exit 2; }
 src=$1 image=$2 tar=$3
 self="${BASH_SOURCE[0]}"
+# shellcheck source=kind/image-lib.sh
+source "$(dirname "$self")/image-lib.sh"
 [[ -r "$src" ]] || { echo "$src: cannot read it (want node-driver-registrar's source archive, e.g. ../shared/upstream/node-driver-registrar-v2.17.0.tar.gz; set UPSTREAM_SRC=...)" >&2; exit 2; }
 if [[ -s "$tar" && "$tar" -nt "$src" && "$tar" -nt "$self" ]]; then
   echo "image $image: $tar is current (newer than $src)"
@@ -40,18 +42,7 @@ FROM scratch
 COPY csi-node-driver-registrar /csi-node-driver-registrar
 ENTRYPOINT ["/csi-node-driver-registrar"]
 EOF
-if docker info >/dev/null 2>&1; then
-  echo "building $image with docker"
-  docker build -q -f "$work/Containerfile" -t "$image" "$work/rootfs" >/dev/null
-  docker save -o "$tar.tmp" "$image"
-else
-  command -v buildah >/dev/null || bash "$(dirname "$self")/localnode/install-deps.sh" buildah
-  echo "no Docker engine answers: building $image with buildah"
-  read -ra B <<<"${BUILDAH:-buildah}"
-  "${B[@]}" build --quiet --isolation chroot -f "$work/Containerfile" -t "$image" "$work/rootfs" >/dev/null
-  rm -f "$tar.tmp"
-  "${B[@]}" push --quiet "$image" "docker-archive:$tar.tmp:$image"
-fi
+save_image_archive "$work/Containerfile" "$work/rootfs" "$image" "$tar"
 mv "$tar.tmp" "$tar"
 rm -rf "$work"
 echo "image $image: $(stat -c %s "$tar") bytes in $tar"
