@@ -3,7 +3,8 @@
 # retry_bench_test.go) on every Kubernetes version the local node supports, or on
 # those given: for each, the node comes up with that version, the figure is
 # measured, the node goes down. Then one table: version × figure.
-# Logs and tables: bin/bench/retry/ (the table: kind/report retry). The caller holds the local node's lock.
+# Logs and tables: bin/bench/retry/: <minor>.log the node's, <minor>.json the test's
+# (go test -json), <minor>.tsv its figures (the table: kind/report retry). The caller holds the local node's lock.
 #   bench-retry.sh [MINOR...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,13 +16,15 @@ fi
 mkdir -p "$out"
 rc=0
 for v in "${versions[@]}"; do
-  echo "=== Kubernetes $v (log: $out/$v.log)"
-  rm -f "$out/$v.tsv"
-  {
-    K8S=$v bash kind/localnode/up.sh &&
-      K8S=$v BENCH_BINARY="$root/bin/csi-registrar" BENCH_RESULTS="$root/$out/$v.tsv" \
-        go test -tags bench -count=1 -timeout 20m -run '^TestBenchKubeletRetry$' -v ./kind/e2e
-  } >"$out/$v.log" 2>&1 || { rc=1; go run ./kind/report failures -figures -n 5 "$out/$v.log"; }
+  echo "=== Kubernetes $v (logs: $out/$v.log, $out/$v.json)"
+  rm -f "$out/$v.tsv" "$out/$v.json"
+  if K8S=$v bash kind/localnode/up.sh >"$out/$v.log" 2>&1; then
+    K8S=$v BENCH_BINARY="$root/bin/csi-registrar" BENCH_RESULTS="$root/$out/$v.tsv" \
+      go test -tags bench -count=1 -timeout 20m -run '^TestBenchKubeletRetry$' -json ./kind/e2e >"$out/$v.json" 2>&1 ||
+      { rc=1; go run ./kind/report failures -figures -n 5 "$out/$v.json"; }
+  else
+    rc=1; tail -5 "$out/$v.log"
+  fi
   K8S=$v bash kind/localnode/down.sh >>"$out/$v.log" 2>&1 || rc=1
   cut -f1,2,4 "$out/$v.tsv" 2>/dev/null | column -t -s $'\t' || true
 done

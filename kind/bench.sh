@@ -24,16 +24,17 @@ rm -f "$BENCH_DIR/results.tsv"
 img=
 if make --no-print-directory image >"$BENCH_DIR/image.log" 2>&1; then img="$root/$IMAGE_TAR"
 else echo "make image failed (see $BENCH_DIR/image.log): figure 5c is n/a"; fi
-echo "figures 1–6, 9: processes (log: $BENCH_DIR/process.log)"
-BENCH_IMAGE=$img "$GO" test -tags bench -count=1 -timeout 60m -run '^TestBench' -v ./cmd/csi-registrar \
-  >"$BENCH_DIR/process.log" 2>&1 || { rc=1; report failures "$BENCH_DIR/process.log"; }
+# The tests' logs: go test -json (test2json events; kind/report reads them).
+echo "figures 1–6, 9: processes (log: $BENCH_DIR/process.json)"
+BENCH_IMAGE=$img "$GO" test -tags bench -count=1 -timeout 60m -run '^TestBench' -json ./cmd/csi-registrar \
+  >"$BENCH_DIR/process.json" 2>&1 || { rc=1; report failures "$BENCH_DIR/process.json"; }
 if [[ "$BENCH_KUBELET" == 1 ]]; then
-  echo "figures 7–8: the local node's kubelet (log: $BENCH_DIR/kubelet.log)"
+  echo "figures 7–8: the local node's kubelet (log: $BENCH_DIR/kubelet.json)"
   was_up=0
   if bash kind/localnode/status.sh; then was_up=1; fi
   bash kind/localnode/up.sh >"$BENCH_DIR/localnode.log" 2>&1 || { rc=1; tail -20 "$BENCH_DIR/localnode.log"; }
-  "$GO" test -tags bench -count=1 -timeout 60m -run '^TestBenchKubelet' -v ./kind/e2e >"$BENCH_DIR/kubelet.log" 2>&1 ||
-    { rc=1; report failures "$BENCH_DIR/kubelet.log"; }
+  "$GO" test -tags bench -count=1 -timeout 60m -run '^TestBenchKubelet' -json ./kind/e2e >"$BENCH_DIR/kubelet.json" 2>&1 ||
+    { rc=1; report failures "$BENCH_DIR/kubelet.json"; }
   if [[ $was_up == 0 ]]; then bash kind/localnode/down.sh >>"$BENCH_DIR/localnode.log" 2>&1 || rc=1; fi
 fi
 report bench -dir "$BENCH_DIR"

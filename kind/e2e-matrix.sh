@@ -3,7 +3,8 @@
 # supports (kind/localnode/k8sbuild/<minor>/), one after the other: the node comes
 # up with that version, the suite runs, the node goes down. Then one table,
 # version × case → pass/fail and the case's duration, and one of every time the
-# suite measured. Logs: bin/e2e/matrix/<minor>.log; tables: bin/e2e/matrix/table.md.
+# suite measured. Logs: bin/e2e/matrix/<minor>.log (make e2e's output), <minor>.json (its
+# test2json events, what the tables are made from); tables: bin/e2e/matrix/table.md.
 #   e2e-matrix.sh [MINOR...]        default: every supported version, oldest first
 #   e2e-matrix.sh --table [MINOR...] only print the tables from the logs of an earlier run
 # The caller holds the local node's lock for the whole run (make e2e-matrix does).
@@ -26,15 +27,19 @@ if ! $table_only; then
     s=$(date +%s)
     echo "=== [$(( s - t0 ))s] e2e on Kubernetes $v (log: $out/$v.log)"
     rc=0
-    make --no-print-directory e2e K8S="$v" >"$out/$v.log" 2>&1 || rc=$?
+    # -test.v=test2json (last, so it wins over make e2e's -test.v) frames the suite's
+    # lines with ^V: go tool test2json makes the events of them, the log drops the ^V.
+    make --no-print-directory e2e K8S="$v" E2E_ARGS=-test.v=test2json >"$out/$v.raw" 2>&1 || rc=$?
     echo "$rc" >"$out/$v.rc"
-    go run ./kind/report cases "$out/$v.log" || true
+    go tool test2json -t -p kind/e2e <"$out/$v.raw" >"$out/$v.json" || true
+    sed -e $'s/\026//' -e '/^=== NAME *$/d' <"$out/$v.raw" >"$out/$v.log" && rm -f "$out/$v.raw"
+    go run ./kind/report cases "$out/$v.json" || true
     echo "=== Kubernetes $v: exit $rc in $(( $(date +%s) - s ))s"
   done
 fi
 
-# Cases: the "--- PASS: TestE2E/1_deployed (12.34s)" lines of go test -v; times: the
-# suite's closing "==== measured times (seconds) ====" block (kind/report matrix).
+# Cases: the pass/fail/skip events of <minor>.json; times: the suite's closing
+# "==== measured times (seconds) ====" block, its output events (kind/report matrix).
 go run ./kind/report matrix -dir "$out" "${versions[@]}"
 
 for v in "${versions[@]}"; do

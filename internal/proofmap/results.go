@@ -1,14 +1,14 @@
 package proofmap
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/csi-registrar/csi-registrar/internal/testjson"
 )
 
 // What .ci/run keeps of a run in its proof directory (bin/ci), for each
@@ -98,26 +98,22 @@ func ReadStep(dir, step string) (StepRun, error) {
 }
 
 // readTestJSON adds the pass, fail and skip actions of the top-level tests
-// in a go test -json file to acts. Lines that are not JSON are ignored.
+// in a go test -json file to acts (lines that are not JSON: none of them).
 func readTestJSON(file string, acts map[string][]string) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev struct{ Action, Test string }
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" || strings.Contains(ev.Test, "/") {
-			continue
+	return testjson.Read(f, func(ev testjson.Event) {
+		if ev.Test == "" || strings.Contains(ev.Test, "/") {
+			return
 		}
 		switch ev.Action {
 		case "pass", "fail", "skip":
 			acts[ev.Test] = append(acts[ev.Test], ev.Action)
 		}
-	}
-	return sc.Err()
+	})
 }
 
 var caseLine = regexp.MustCompile(`(?m)^--- ([A-Z ]+): (\S+) \(`)

@@ -1,13 +1,13 @@
 // Command report turns the results the benchmarks and the end-to-end suites
-// write into tables (internal/mdtable), and picks out of `go test -v`
-// output what a make target prints: the Makefile's and kind/'s scripts call
+// write into tables (internal/mdtable), and picks out of `go test -json`
+// logs (test2json events) what a make target prints: the Makefile's and kind/'s scripts call
 // it instead of parsing text themselves. Not part of the image's binary.
 //
 //	report bench -dir DIR                 DIR/results.tsv (figure rows) → DIR/table.tsv, DIR/results.md, the table on stdout
 //	report retry -dir DIR MINOR...        DIR/<minor>.tsv → version × figure, DIR/table.md and stdout
-//	report matrix -dir DIR MINOR...       DIR/<minor>.log, .rc (make e2e) → version × case and measured times, DIR/table.md and stdout
-//	report cases LOG                      the "--- PASS/FAIL/SKIP" lines of a go test -v log
-//	report failures [-n N] [-figures] LOG the "--- FAIL" lines and test log lines of a go test -v log, the last N
+//	report matrix -dir DIR MINOR...       DIR/<minor>.json, .rc (make e2e as test2json) → version × case and measured times, DIR/table.md and stdout
+//	report cases LOG                      each test's result in a go test -json log, as "--- PASS/FAIL/SKIP" lines
+//	report failures [-n N] [-figures] LOG the "--- FAIL" lines and test log lines of a go test -json log, the last N
 package main
 
 import (
@@ -44,21 +44,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = matrixTables(*dir, fs.Args(), stdout)
 	case "cases", "failures":
 		if fs.NArg() != 1 {
-			fmt.Fprintf(stderr, "report %s: want one go test -v log\n", args[0])
+			fmt.Fprintf(stderr, "report %s: want one go test -json log\n", args[0])
 			return 2
 		}
-		var b []byte
-		if b, err = os.ReadFile(fs.Arg(0)); err == nil {
-			if args[0] == "cases" {
-				for _, c := range testCases(string(b)) {
-					fmt.Fprintln(stdout, "    "+c.line)
-				}
-			} else {
-				for _, l := range failures(string(b), *n, *figures) {
-					fmt.Fprintln(stdout, l)
-				}
-			}
-		}
+		err = printLog(args[0], fs.Arg(0), *n, *figures, stdout)
 	default:
 		fmt.Fprintln(stderr, usage)
 		return 2
@@ -68,4 +57,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// printLog prints a go test -json log's cases or failures (report cases, report failures).
+func printLog(cmd, path string, n int, figures bool, w io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	l, err := readGoTestLog(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if cmd == "cases" {
+		for _, c := range l.cases {
+			fmt.Fprintln(w, "    "+c.line())
+		}
+		return nil
+	}
+	for _, o := range l.failures(n, figures) {
+		fmt.Fprintln(w, o)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,8 @@ import (
 
 // The want/ files are what the awk programs this command replaced printed
 // for the same input (make bench's table, kind/bench-retry.sh's and
-// kind/e2e-matrix.sh's).
+// kind/e2e-matrix.sh's). The matrix/ *.json are go test -json (test2json -t)
+// event streams, converted from go test -v text with go tool test2json.
 
 // copyDir copies testdata/<name> into a temporary directory (the command
 // writes its tables beside its input).
@@ -96,7 +98,7 @@ func TestMatrix(t *testing.T) {
 }
 
 func TestCases(t *testing.T) {
-	got := runReport(t, "cases", filepath.Join("testdata", "matrix", "1.34.log"))
+	got := runReport(t, "cases", filepath.Join("testdata", "matrix", "1.34.json"))
 	w := "    --- PASS: TestE2E (30.10s)\n    --- PASS: TestE2E/1_deployed (12.34s)\n    --- FAIL: TestE2E/2_pod_deleted (17.76s)\n"
 	if got != w {
 		t.Errorf("cases =\n%s\nwant\n%s", got, w)
@@ -105,12 +107,18 @@ func TestCases(t *testing.T) {
 
 func TestFailures(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "log")
-	if err := os.WriteFile(log, []byte("=== RUN   TestBenchStart\n"+
-		"    process_bench_test.go:228: figure 2 | start–ready\n"+
-		"    process_bench_test.go:300: failed to start: exit 1\n"+
-		"--- FAIL: TestBenchStart (1.00s)\n"+
-		"    process_bench_test.go:310: \n"+
-		"FAIL\n"), 0o644); err != nil {
+	// go test -json's events (test2json) for a failed benchmark test.
+	ev := func(action, output string) string {
+		return fmt.Sprintf(`{"Action":%q,"Package":"cmd/csi-registrar","Test":"TestBenchStart","Output":%q}`+"\n", action, output)
+	}
+	if err := os.WriteFile(log, []byte(ev("run", "")+
+		ev("output", "=== RUN   TestBenchStart\n")+
+		ev("output", "    process_bench_test.go:228: figure 2 | start–ready\n")+
+		ev("output", "    process_bench_test.go:300: failed to start: exit 1\n")+
+		ev("output", "--- FAIL: TestBenchStart (1.00s)\n")+
+		ev("output", "    process_bench_test.go:310: \n")+
+		ev("fail", "")+
+		`{"Action":"output","Package":"cmd/csi-registrar","Output":"FAIL\n"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	w := "    process_bench_test.go:300: failed to start: exit 1\n--- FAIL: TestBenchStart (1.00s)\n"

@@ -153,26 +153,31 @@ const timesHeading = "==== measured times (seconds) ===="
 
 var timesLine = regexp.MustCompile(`^([^ ]+) +([^ ]+) +(.+)$`)
 
-// matrixTables: make e2e-matrix's tables, from each version's dir/<minor>.log
-// (make e2e's output) and dir/<minor>.rc (its exit code): version × case →
+// matrixTables: make e2e-matrix's tables, from each version's dir/<minor>.json
+// (make e2e's output as test2json events) and dir/<minor>.rc (its exit code): version × case →
 // result and duration, then version × every time the suite measured.
 // Written to dir/table.md and w.
 func matrixTables(dir string, versions []string, w io.Writer) error {
 	var vs, cases, times []string
 	result, measured, rc := map[[2]string]string{}, map[[2]string]string{}, map[string]string{}
 	for _, v := range versions {
-		b, err := os.ReadFile(filepath.Join(dir, v+".log"))
+		f, err := os.Open(filepath.Join(dir, v+".json"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		} else if err != nil {
 			return err
+		}
+		l, err := readGoTestLog(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s.json: %w", v, err)
 		}
 		vs = append(vs, v)
 		rc[v] = "?"
 		if c, err := os.ReadFile(filepath.Join(dir, v+".rc")); err == nil {
 			rc[v] = strings.TrimRight(strings.SplitN(string(c), "\n", 2)[0], "\r")
 		}
-		for _, c := range testCases(string(b)) {
+		for _, c := range l.cases {
 			if _, ok := result[[2]string{c.name, ""}]; !ok {
 				result[[2]string{c.name, ""}] = ""
 				cases = append(cases, c.name)
@@ -180,14 +185,14 @@ func matrixTables(dir string, versions []string, w io.Writer) error {
 			result[[2]string{c.name, v}] = c.result + " " + c.duration
 		}
 		in := false
-		for _, l := range strings.Split(string(b), "\n") {
+		for _, o := range l.output {
 			switch {
-			case strings.HasPrefix(l, timesHeading):
+			case strings.HasPrefix(o, timesHeading):
 				in = true
-			case in && strings.TrimSpace(l) == "":
+			case in && strings.TrimSpace(o) == "":
 				in = false
 			case in:
-				m := timesLine.FindStringSubmatch(l)
+				m := timesLine.FindStringSubmatch(o)
 				if m == nil {
 					continue
 				}
