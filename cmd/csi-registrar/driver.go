@@ -82,14 +82,10 @@ func driverCommand(run func(context.Context, stubdriver.Options) error) *cli.Com
 				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
 				return nil
 			}
-			if err := notEmpty(c, "endpoint", "driver-name", "plugin-registration-path", "kubelet-pods-dir"); err != nil {
-				return err
-			}
-			lc, err := parseLogConfig(c)
+			log, lc, err := commandLogger(c, "endpoint", "driver-name", "plugin-registration-path", "kubelet-pods-dir")
 			if err != nil {
 				return err
 			}
-			log := newLogger(lc, c.App.ErrWriter)
 			topo, err := stubdriver.ParseTopology(c.StringSlice("topology"))
 			if err != nil {
 				return err

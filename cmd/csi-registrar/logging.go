@@ -108,6 +108,20 @@ func parseLogConfig(c *cli.Context) (logConfig, error) {
 	return lc, nil
 }
 
+// commandLogger is what a command that logs does first: it checks that the
+// named flags are not empty, then builds the logger its logging flags ask
+// for, writing to c.App.ErrWriter.
+func commandLogger(c *cli.Context, required ...string) (*slog.Logger, logConfig, error) {
+	if err := notEmpty(c, required...); err != nil {
+		return nil, logConfig{}, err
+	}
+	lc, err := parseLogConfig(c)
+	if err != nil {
+		return nil, lc, err
+	}
+	return newLogger(lc, c.App.ErrWriter), lc, nil
+}
+
 // checkVModule checks the syntax klog and component-base accept for --vmodule.
 func checkVModule(s string) error {
 	for _, pat := range strings.Split(s, ",") {

@@ -87,14 +87,10 @@ func registerCommand(run func(context.Context, registrar.Options, nodestatus.Opt
 				fmt.Fprintln(c.App.Writer, "csi-registrar", version)
 				return nil
 			}
-			if err := notEmpty(c, "csi-address", "plugin-registration-path"); err != nil {
-				return err
-			}
-			lc, err := parseLogConfig(c)
+			log, _, err := commandLogger(c, "csi-address", "plugin-registration-path")
 			if err != nil {
 				return err
 			}
-			log := newLogger(lc, c.App.ErrWriter)
 			switch m := c.String("mode"); m {
 			case modeProbe:
 				return registrationProbe(c)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	"github.com/csi-registrar/csi-registrar/internal/verify"
 )
 
@@ -136,7 +137,7 @@ a case (its own error, not the driver's).`,
 	f.StringVar(&kubectlPath, "kubectl", "kubectl", "kubectl binary for kustomize, apply and delete")
 	f.StringVar(&cfg.Workdir, "workdir", "", "directory for the manifests as applied (default: a temporary one, removed at the end)")
 	f.StringArrayVar(&cfg.Cases, "case", nil, "run only this case besides 1_deployed and 7_uninstalled (repeatable): one of "+strings.Join(drivercases.Cases(), ", ")+"; default: 2 to 6, and R1-R5 (ready for rolling updates?) when the manifests turn it on ("+drivercases.CaseRolloutsWithFaults+" runs only when named)")
-	f.StringVar(&cfg.ExpectFile, "expect", "", "a file of expected outcomes, one a line: <driver> <case> <verdict> <text its finding contains> (or <driver> "+drivercases.LeftOnTheNode+" <count>); exit 0 when the outcomes are exactly these and every other case passed (a non-compliant example's own failures)")
+	f.StringVar(&cfg.ExpectFile, "expect", "", "a file of expected outcomes, one a line: <driver> <case> <verdict> <text its finding contains> (or <driver> "+report.LeftOnTheNode+" <count>); exit 0 when the outcomes are exactly these and every other case passed (a non-compliant example's own failures)")
 	f.BoolVar(&cfg.RemoveLeft, "remove-left", false, "once a driver's cases ran, remove the mounts and volume directories it left on the nodes (still reported, exit not 0 without --expect)")
 	f.IntVar(&cfg.Rollouts, "rollouts", 10, "how many rollouts case "+drivercases.CaseRolloutsWithFaults+" makes, each with a fault of cases 2-5 at random")
 	f.DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "the whole run's deadline; the node pods end by themselves after it")

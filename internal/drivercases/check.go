@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 )
 
 // check is one case as it runs: what testing.T is to a test. Fatalf and
@@ -18,13 +20,13 @@ type check struct {
 	failed   bool
 	skipped  bool
 	cleanups []func()
-	times    []CaseTime
+	times    []report.CaseTime
 	// Set by a case for its result: a verdict other than pass (verdict
 	// "measured"; FAIL and skip come from Errorf and Skipf), notes for the
 	// table, the rollout case's figures.
 	verdict string
 	notes   []string
-	rollout []NodeRollout
+	rollout []report.NodeRollout
 	mounts  bool
 	// notChecked: what verify's own means (VerifyError) kept the case from
 	// checking; the verdict is "could not check" unless the case failed on
@@ -97,7 +99,7 @@ func (c *check) Cleanup(f func()) { c.cleanups = append(c.cleanups, f) }
 
 // measure records a time the case measured.
 func (c *check) measure(what string, d time.Duration) {
-	c.times = append(c.times, CaseTime{What: what, Seconds: d.Seconds()})
+	c.times = append(c.times, report.CaseTime{What: what, Seconds: d.Seconds()})
 	c.Logf("measured: %s: %.3f s", what, d.Seconds())
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -29,14 +30,14 @@ true`
 
 // parseLeftovers reads leftoverScript's output on node, keeping the
 // volumes whose pod UID is not in live.
-func parseLeftovers(node, out string, live map[string]bool) []Leftover {
-	var l []Leftover
+func parseLeftovers(node, out string, live map[string]bool) []report.Leftover {
+	var l []report.Leftover
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) != 4 || live[f[0]] {
 			continue
 		}
-		l = append(l, Leftover{Node: node, PodUID: f[0], Dir: f[1], Mounted: f[2] == "1", VolumeHandle: f[3]})
+		l = append(l, report.Leftover{Node: node, PodUID: f[0], Dir: f[1], Mounted: f[2] == "1", VolumeHandle: f[3]})
 	}
 	return l
 }
@@ -51,8 +52,8 @@ const leftoverGrace = 30 * time.Second
 // reported, and those of the pods in waited, whose teardown a case waited
 // for already, are not waited for). Verify's own errors are retried within
 // that bound, then returned (VerifyError).
-func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[string]bool, waited map[string]bool) ([]Leftover, error) {
-	var left []Leftover
+func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[string]bool, waited map[string]bool) ([]report.Leftover, error) {
+	var left []report.Leftover
 	var own error
 	complete := false
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, leftoverGrace, true, func(ctx context.Context) (bool, error) {
@@ -65,7 +66,7 @@ func (s *suite) findLeftovers(ctx context.Context, nodes []string, known map[str
 		for _, p := range pods.Items {
 			live[string(p.UID)] = true
 		}
-		var round []Leftover
+		var round []report.Leftover
 		for _, n := range nodes {
 			out, err := s.cl.Node.NodeSh(ctx, n, leftoverScript, s.d.name, KubeletRoot)
 			if err != nil {

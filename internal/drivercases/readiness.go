@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,7 +51,7 @@ const (
 // notJudged ends the case with VerdictNotJudged and why (what verify would
 // need): never pass.
 func (c *check) notJudged(format string, args ...any) {
-	c.verdict = VerdictNotJudged
+	c.verdict = report.VerdictNotJudged
 	msg := fmt.Sprintf(format, args...)
 	c.addNote(msg)
 	c.Logf("not judged: %s", msg)
@@ -214,7 +215,7 @@ func (s *suite) volumesAcross(t *check) {
 	}
 	t.Logf("the new instance (pod %s) unpublished the %d volumes the old instance (pod %s) published (%d before the rollout, %d while both instances ran)", nw.Name, td.Of, old.Name, len(groups.before), len(groups.during))
 	if overlapUnjudged {
-		t.verdict = VerdictNotJudged
+		t.verdict = report.VerdictNotJudged
 	}
 }
 

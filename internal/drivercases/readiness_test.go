@@ -134,13 +134,13 @@ notready/hostport R2_volumes_across_instances skip
 	if err != nil || len(exp) != 4 {
 		t.Fatalf("%v %v", exp, err)
 	}
-	left := make([]Leftover, 3)
-	runs := []Result{
-		{Driver: "/x/manifests/examples/notready/memvolumes", Left: left, Cases: []CaseResult{
+	left := make([]report.Leftover, 3)
+	runs := []report.Result{
+		{Driver: "/x/manifests/examples/notready/memvolumes", Left: left, Cases: []report.CaseResult{
 			{Case: CaseDeployed, Verdict: "pass"},
 			{Case: CaseVolumesAcross, Verdict: "FAIL", Findings: []string{"NodeUnpublishVolume on the new instance returned NotFound for 3 of 3 volumes"}},
 		}},
-		{Driver: "/x/manifests/examples/notready/hostport", Cases: []CaseResult{{Case: CaseVolumesAcross, Verdict: "skip"}}},
+		{Driver: "/x/manifests/examples/notready/hostport", Cases: []report.CaseResult{{Case: CaseVolumesAcross, Verdict: "skip"}}},
 	}
 	if bad := report.CheckExpectations(runs, exp); len(bad) != 0 {
 		t.Errorf("as expected, yet %q", bad)

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 )
 
 // ReadinessText is the summary of the mode-readiness cases: per driver,
 // each case's verdict and what it found (the cause and the fix), or why it
 // is not judged; "" when none ran.
-func ReadinessText(runs []Result) string {
+func ReadinessText(runs []report.Result) string {
 	var b strings.Builder
 	for _, r := range runs {
 		for _, c := range r.Cases {
@@ -38,8 +40,8 @@ func ReadinessText(runs []Result) string {
 // "<driver> <case> <verdict> <text...>" (a verdict with a space, "not
 // judged", is written not_judged; several lines of one case must all
 // hold); # starts a comment.
-func ParseExpectations(text string) ([]Expectation, error) {
-	var out []Expectation
+func ParseExpectations(text string) ([]report.Expectation, error) {
+	var out []report.Expectation
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -50,16 +52,16 @@ func ParseExpectations(text string) ([]Expectation, error) {
 		if len(f) < 3 {
 			return nil, fmt.Errorf("line %d %q: want <driver> <case> <verdict> [text the finding contains]", n, line)
 		}
-		e := Expectation{Driver: f[0], Case: f[1], Verdict: strings.ReplaceAll(f[2], "_", " "), Line: n}
+		e := report.Expectation{Driver: f[0], Case: f[1], Verdict: strings.ReplaceAll(f[2], "_", " "), Line: n}
 		if len(f) > 3 {
 			e.Text = strings.Join(f[3:], " ")
 		}
-		if e.Case != LeftOnTheNode && !slices.Contains(append(Cases(), CaseDeployed, CaseUninstalled), e.Case) {
-			return nil, fmt.Errorf("line %d: case %q: want one of %s, %s, %s or %s", n, e.Case, strings.Join(Cases(), ", "), CaseDeployed, CaseUninstalled, LeftOnTheNode)
+		if e.Case != report.LeftOnTheNode && !slices.Contains(append(Cases(), CaseDeployed, CaseUninstalled), e.Case) {
+			return nil, fmt.Errorf("line %d: case %q: want one of %s, %s, %s or %s", n, e.Case, strings.Join(Cases(), ", "), CaseDeployed, CaseUninstalled, report.LeftOnTheNode)
 		}
-		if e.Case == LeftOnTheNode {
+		if e.Case == report.LeftOnTheNode {
 			if _, err := strconv.Atoi(e.Verdict); err != nil {
-				return nil, fmt.Errorf("line %d: %s wants a count of volumes, not %q", n, LeftOnTheNode, e.Verdict)
+				return nil, fmt.Errorf("line %d: %s wants a count of volumes, not %q", n, report.LeftOnTheNode, e.Verdict)
 			}
 		}
 		out = append(out, e)

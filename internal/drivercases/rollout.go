@@ -10,6 +10,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	"github.com/csi-registrar/csi-registrar/internal/kubeletplugins"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -121,9 +122,9 @@ func (s *suite) rollout(t *check) {
 	}
 	end := time.Now()
 
-	results := map[string]*NodeRollout{}
+	results := map[string]*report.NodeRollout{}
 	for _, n := range nodes {
-		nr := &NodeRollout{Node: n, Moved: !slices.Contains(d.nodes, n)}
+		nr := &report.NodeRollout{Node: n, Moved: !slices.Contains(d.nodes, n)}
 		for _, rec := range []*record.Recorder{r[n].node, r[n].cn} {
 			if err := rec.Err(); err != nil {
 				nr.WatchBroke = err.Error()
@@ -161,8 +162,8 @@ func (s *suite) rollout(t *check) {
 	v, why := j.verdict()
 	switch v {
 	case "pass":
-	case verdictMeasured:
-		t.verdict = verdictMeasured
+	case report.VerdictMeasured:
+		t.verdict = report.VerdictMeasured
 		t.addNote(strings.Join(why, "; "))
 	default:
 		for _, y := range why {

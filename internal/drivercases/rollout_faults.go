@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/sockowner"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,7 +132,7 @@ func (s *suite) rolloutsWithFaults(t *check) {
 	}
 	t.Logf("faults: %s", strings.Join(injected, "; "))
 
-	nr := &NodeRollout{Node: n}
+	nr := &report.NodeRollout{Node: n}
 	for _, rec := range []*record.Recorder{nodeRec, cnRec} {
 		if err := rec.Err(); err != nil {
 			nr.WatchBroke = err.Error()
@@ -157,8 +158,8 @@ func (s *suite) rolloutsWithFaults(t *check) {
 		n, rollouts, total, 100*(1-nr.Unregistered/total), nr.Unregistered, nr.Gaps, spansText(all), nr.Started, nr.FailedMounts, nr.NeverRan)
 	t.Logf("node %s: container restarts %s (driver containers killed: %d)", n, restartsText(restarts), kills)
 	t.Logf("node %s after: %s", n, after)
-	t.rollout = []NodeRollout{*nr}
-	t.verdict = verdictMeasured
+	t.rollout = []report.NodeRollout{*nr}
+	t.verdict = report.VerdictMeasured
 	t.addNote(fmt.Sprintf("%d rollouts, %.0f s, registered %.1f%%; restarts %s (killed %d); before: %s; after: %s",
 		rollouts, total, 100*(1-nr.Unregistered/total), restartsText(restarts), kills, before, after))
 	if before.registryFiles >= 0 && after.registryFiles > before.registryFiles {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 )
@@ -169,7 +170,7 @@ type rolloutJudgement struct {
 	Workload string // its kind
 	MaxSurge string // as written
 	Mounts   bool   // inline-volume pods were started
-	Nodes    []NodeRollout
+	Nodes    []report.NodeRollout
 }
 
 // verdict judges the rollout: without the rolling-update mode, or for a
@@ -181,9 +182,9 @@ type rolloutJudgement struct {
 func (j rolloutJudgement) verdict() (string, []string) {
 	switch {
 	case j.Mode == "":
-		return verdictMeasured, []string{"the manifests do not turn on the rolling-update mode (no --rolling-update): the figures are measured, not judged"}
+		return report.VerdictMeasured, []string{"the manifests do not turn on the rolling-update mode (no --rolling-update): the figures are measured, not judged"}
 	case j.Workload == "StatefulSet":
-		return verdictMeasured, []string{"a StatefulSet replaces its pod in place: no two pods of the driver overlap on the node, so the mode cannot hand over and a gap is expected; measured, not judged"}
+		return report.VerdictMeasured, []string{"a StatefulSet replaces its pod in place: no two pods of the driver overlap on the node, so the mode cannot hand over and a gap is expected; measured, not judged"}
 	}
 	var why []string
 	for _, n := range j.Nodes {

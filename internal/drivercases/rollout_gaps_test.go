@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -115,26 +116,26 @@ func TestMeasureGaps(t *testing.T) {
 }
 
 func TestRolloutVerdict(t *testing.T) {
-	clean := NodeRollout{Node: "vm", Started: 40}
-	gap := NodeRollout{Node: "vm", Unregistered: 1.2, Gaps: 1, Started: 40}
-	failed := NodeRollout{Node: "vm", Started: 40, FailedMounts: 3, NeverRan: 1}
+	clean := report.NodeRollout{Node: "vm", Started: 40}
+	gap := report.NodeRollout{Node: "vm", Unregistered: 1.2, Gaps: 1, Started: 40}
+	failed := report.NodeRollout{Node: "vm", Started: 40, FailedMounts: 3, NeverRan: 1}
 	for _, c := range []struct {
 		name string
 		j    rolloutJudgement
 		want string
 		why  string // in the reasons
 	}{
-		{"mode, no gap, no failed mount", rolloutJudgement{Mode: "container r: --rolling-update=$(POD_UID)", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{clean}}, "pass", ""},
-		{"mode, a gap", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{gap}}, "FAIL", "unregistered for 1.200 s in 1 span"},
-		{"mode, maxSurge 0: the hint", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "0", Nodes: []NodeRollout{gap}}, "FAIL", "maxSurge 0 as written"},
-		{"mode, failed mounts", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{failed}}, "FAIL", "3 failed mount(s)"},
-		{"mode, never ran", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []NodeRollout{failed}}, "FAIL", "1 of 40 inline-volume pods never ran"},
-		{"mode, mounts not measured: registration only", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []NodeRollout{failed}}, "pass", ""},
-		{"mode, not back", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []NodeRollout{{Node: "vm", Unregistered: 30, Gaps: 1, NotBack: true}}}, "FAIL", "not registered again at the end"},
-		{"mode, the watch broke", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []NodeRollout{{Node: "vm", WatchBroke: "watch closed"}}}, "FAIL", "a gap may have been missed"},
-		{"mode, a Deployment's pod left the node", rolloutJudgement{Mode: "x", Workload: "Deployment", MaxSurge: "25%", Nodes: []NodeRollout{{Node: "a", Moved: true, Unregistered: 5, Gaps: 1, NotBack: true}, {Node: "b"}}}, "pass", ""},
-		{"no mode: measured, whatever the figures", rolloutJudgement{Workload: "DaemonSet", MaxSurge: "0", Mounts: true, Nodes: []NodeRollout{gap, failed}}, verdictMeasured, "no --rolling-update"},
-		{"StatefulSet with the mode: measured", rolloutJudgement{Mode: "x", Workload: "StatefulSet", Nodes: []NodeRollout{gap}}, verdictMeasured, "in place"},
+		{"mode, no gap, no failed mount", rolloutJudgement{Mode: "container r: --rolling-update=$(POD_UID)", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []report.NodeRollout{clean}}, "pass", ""},
+		{"mode, a gap", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []report.NodeRollout{gap}}, "FAIL", "unregistered for 1.200 s in 1 span"},
+		{"mode, maxSurge 0: the hint", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "0", Nodes: []report.NodeRollout{gap}}, "FAIL", "maxSurge 0 as written"},
+		{"mode, failed mounts", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []report.NodeRollout{failed}}, "FAIL", "3 failed mount(s)"},
+		{"mode, never ran", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Mounts: true, Nodes: []report.NodeRollout{failed}}, "FAIL", "1 of 40 inline-volume pods never ran"},
+		{"mode, mounts not measured: registration only", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []report.NodeRollout{failed}}, "pass", ""},
+		{"mode, not back", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []report.NodeRollout{{Node: "vm", Unregistered: 30, Gaps: 1, NotBack: true}}}, "FAIL", "not registered again at the end"},
+		{"mode, the watch broke", rolloutJudgement{Mode: "x", Workload: "DaemonSet", MaxSurge: "1", Nodes: []report.NodeRollout{{Node: "vm", WatchBroke: "watch closed"}}}, "FAIL", "a gap may have been missed"},
+		{"mode, a Deployment's pod left the node", rolloutJudgement{Mode: "x", Workload: "Deployment", MaxSurge: "25%", Nodes: []report.NodeRollout{{Node: "a", Moved: true, Unregistered: 5, Gaps: 1, NotBack: true}, {Node: "b"}}}, "pass", ""},
+		{"no mode: measured, whatever the figures", rolloutJudgement{Workload: "DaemonSet", MaxSurge: "0", Mounts: true, Nodes: []report.NodeRollout{gap, failed}}, report.VerdictMeasured, "no --rolling-update"},
+		{"StatefulSet with the mode: measured", rolloutJudgement{Mode: "x", Workload: "StatefulSet", Nodes: []report.NodeRollout{gap}}, report.VerdictMeasured, "in place"},
 	} {
 		v, why := c.j.verdict()
 		if v != c.want {

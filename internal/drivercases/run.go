@@ -10,6 +10,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/kubeletlog"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,14 +109,14 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	s.leftAfter(ctx, t)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	r := CaseResult{Case: name, Verdict: "pass", Restarts: map[string]int32{}, Times: t.times, Rollout: t.rollout, Mounts: t.mounts, Findings: t.findings}
+	r := report.CaseResult{Case: name, Verdict: "pass", Restarts: map[string]int32{}, Times: t.times, Rollout: t.rollout, Mounts: t.mounts, Findings: t.findings}
 	switch {
 	case t.skipped:
 		r.Verdict = "skip"
 	case t.failed:
 		r.Verdict = "FAIL"
 	case len(t.notChecked) > 0:
-		r.Verdict = VerdictNotChecked
+		r.Verdict = report.VerdictNotChecked
 	case t.verdict != "":
 		r.Verdict = t.verdict
 	}
@@ -144,7 +145,7 @@ func (s *suite) runCase(ctx context.Context, name, expected string, f func(*chec
 	r.Note = strings.Join(notes, "; ")
 	s.result.Cases = append(s.result.Cases, r)
 	fmt.Fprintf(s.opt.Out, "--- %s: %s (%.2fs)\n", strings.ToUpper(r.Verdict), name, time.Since(start).Seconds())
-	return r.Verdict == "pass" || r.Verdict == verdictMeasured || r.Verdict == VerdictNotJudged
+	return r.Verdict == "pass" || r.Verdict == report.VerdictMeasured || r.Verdict == report.VerdictNotJudged
 }
 
 // leftAfter lists what the driver left on the nodes after case t (volumes

@@ -12,6 +12,7 @@ import (
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/driverspec"
 	"github.com/csi-registrar/csi-registrar/internal/drivercases/record"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +72,7 @@ type suite struct {
 	opt      Options
 	d        *driverUnderTest
 	allNodes []string
-	result   Result
+	result   report.Result
 	// notRegisteredAtStart: the cases that found the driver not registered
 	// when they began.
 	notRegisteredAtStart map[string]bool
@@ -214,7 +215,7 @@ func Prepare(opt Options) (*driverspec.Spec, []string, error) {
 // driver. An error means the cases could not run (the setup failed); the
 // cases' own failures are in the Result. The caller removes what is left
 // if ctx ends early (kubectl delete -f opt.Applied).
-func Run(ctx context.Context, cl Cluster, opt Options) (Result, error) {
+func Run(ctx context.Context, cl Cluster, opt Options) (report.Result, error) {
 	if opt.RegisterTimeout == 0 {
 		opt.RegisterTimeout = time.Minute
 	}
@@ -222,7 +223,7 @@ func Run(ctx context.Context, cl Cluster, opt Options) (Result, error) {
 		opt.Out = io.Discard
 	}
 	s := &suite{opt: opt, notRegisteredAtStart: map[string]bool{}, seenLeft: map[string]bool{}, waitedTeardown: map[string]bool{}}
-	s.result = Result{Driver: opt.Manifests, Registrar: opt.RegistrarImage, Provider: cl.Provider}
+	s.result = report.Result{Driver: opt.Manifests, Registrar: opt.RegistrarImage, Provider: cl.Provider}
 	defer func() {
 		if s.d != nil {
 			for _, r := range s.d.cnRecs {

@@ -47,14 +47,14 @@ func TestLeftoversAndTheirCleanup(t *testing.T) {
 	if c := l[1].Cleanup(); len(c) != 1 {
 		t.Errorf("cleanup of an unmounted one %q, want no umount", c)
 	}
-	txt := report.LeftText([]Result{{Driver: "d", Left: l}})
+	txt := report.LeftText([]report.Result{{Driver: "d", Left: l}})
 	if !strings.Contains(txt, "left on the node") || !strings.Contains(txt, "umount") {
 		t.Errorf("LeftText %q", txt)
 	}
-	if (Result{Cases: []CaseResult{{Verdict: "pass"}}, Left: l}).Passed() {
+	if (report.Result{Cases: []report.CaseResult{{Verdict: "pass"}}, Left: l}).Passed() {
 		t.Error("Passed with something left on the node")
 	}
-	if !(Result{Cases: []CaseResult{{Verdict: "pass"}}, Left: l}).Failed() {
+	if !(report.Result{Cases: []report.CaseResult{{Verdict: "pass"}}, Left: l}).Failed() {
 		t.Error("not Failed with something left on the node")
 	}
 }

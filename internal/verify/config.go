@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 	"github.com/csi-registrar/csi-registrar/registrar/csiplugin"
 )
 
@@ -43,7 +44,7 @@ func (c *Config) Validate() error {
 			return &csiplugin.ValidationError{What: "--expect", Value: c.ExpectFile, Rule: err.Error(), Fix: "write " + format}
 		}
 		if c.Expect == nil {
-			c.Expect = []drivercases.Expectation{}
+			c.Expect = []report.Expectation{}
 		}
 	}
 	if c.Rollouts < 1 {

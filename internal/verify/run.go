@@ -39,7 +39,7 @@ type run struct {
 	nodePods   *nodePods
 	cluster    drivercases.Cluster
 	registrars []string
-	results    []drivercases.Result
+	results    []report.Result
 	code       int // the worst outcome of the cases so far
 	// undos remove what the stages made, newest first.
 	undos []func(context.Context)

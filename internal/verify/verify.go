@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/csi-registrar/csi-registrar/internal/drivercases"
+	"github.com/csi-registrar/csi-registrar/internal/drivercases/report"
 )
 
 // Exit codes.
@@ -66,7 +67,7 @@ type Config struct {
 	// Expect, when set, are the outcomes expected (a non-compliant
 	// example's failures): the run passes when the outcomes are exactly
 	// these and every other case passes.
-	Expect []drivercases.Expectation
+	Expect []report.Expectation
 	// RemoveLeft: remove what the driver left on the nodes once its cases
 	// ran (the finding stands).
 	RemoveLeft bool
@@ -107,41 +108,41 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 
 // runOne refuses a cluster where the driver is installed, then runs the
 // cases with the manifests tracked until they are deleted.
-func runOne(ctx context.Context, cl drivercases.Cluster, np *nodePods, tr *tracker, targets []string, opt drivercases.Options) (drivercases.Result, error) {
+func runOne(ctx context.Context, cl drivercases.Cluster, np *nodePods, tr *tracker, targets []string, opt drivercases.Options) (report.Result, error) {
 	spec, _, err := drivercases.Prepare(opt)
 	if err != nil {
-		return drivercases.Result{}, err
+		return report.Result{}, err
 	}
 	nodes, err := drivercases.NodeNames(ctx, cl.Client)
 	if err != nil {
-		return drivercases.Result{}, err
+		return report.Result{}, err
 	}
 	reasons, err := installed(ctx, cl.Client, spec, nodes)
 	if err != nil {
-		return drivercases.Result{}, err
+		return report.Result{}, err
 	}
 	left, err := leftoverSockets(ctx, np, spec.DriverName, targets)
 	if err != nil {
-		return drivercases.Result{}, err
+		return report.Result{}, err
 	}
 	reasons = append(reasons, left...)
 	y, err := spec.YAML()
 	if err != nil {
-		return drivercases.Result{}, err
+		return report.Result{}, err
 	}
 	probe := opt.Applied + ".check.yaml"
 	if err := os.WriteFile(probe, y, 0o644); err != nil {
-		return drivercases.Result{}, err
+		return report.Result{}, err
 	}
 	existing, err := cl.Kubectl(ctx, "get", "-f", probe, "--ignore-not-found", "-o", "name")
 	if err != nil {
-		return drivercases.Result{}, fmt.Errorf("check which objects of %s exist: %w", opt.Manifests, err)
+		return report.Result{}, fmt.Errorf("check which objects of %s exist: %w", opt.Manifests, err)
 	}
 	for _, o := range strings.Fields(existing) {
 		reasons = append(reasons, fmt.Sprintf("%s of %s exists already: verify applies and deletes the manifests' objects, and never touches one it did not create. Fix: delete it, or verify on a cluster without it", o, opt.Manifests))
 	}
 	if len(reasons) > 0 {
-		return drivercases.Result{}, &Refusal{Reasons: reasons}
+		return report.Result{}, &Refusal{Reasons: reasons}
 	}
 	tr.add(kindManifests, "", opt.Applied)
 	r, err := drivercases.Run(ctx, cl, opt)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Generate go.mod/go.sum/tools.go of the nested build module for one Kubernetes release,
+# Generate go.mod/go.sum/tools.go of the nested build module for one Kubernetes release
+# (tools.go: a symlink to tools.go.in when it pins the same commands),
 # in the folder named after its minor version (k8sbuild/1.37/ for v1.37.x).
 #   ./gen-gomod.sh v1.37.2
 # k8s.io/kubernetes is not meant to be imported: its go.mod replaces the k8s.io/*

@@ -8,10 +8,15 @@
 // ./staging replacements mirrored with the published staging modules, the
 // rule `kubectl csi-registrar storage-e2e` builds with too.
 //
+// A tools.go equal to tools.go.in beside the release folders becomes a
+// relative symlink to it, so that the releases pinning the same commands
+// share one list of them.
+//
 //	go run ./kind/localnode/k8sbuild/gengomod [-dir kind/localnode/k8sbuild] v1.37.2
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -88,6 +93,11 @@ func main() {
 }
 
 func generate(ctx context.Context, out string, r e2ebinary.Release) error {
+	// WriteModule would otherwise write through a symlinked tools.go into
+	// the shared tools.go.in.
+	if err := os.Remove(filepath.Join(out, "tools.go")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	info, err := e2ebinary.LookUp(ctx, "go", r)
 	if err != nil {
 		return err
@@ -106,7 +116,36 @@ func generate(ctx context.Context, out string, r e2ebinary.Release) error {
 	if err != nil {
 		return err
 	}
+	if err := shareTools(out); err != nil {
+		return err
+	}
 	fmt.Printf("k8sbuild: %s/go.mod now requires %s %s (tools.go pins %d packages: %v)\n", r.MinorString(), e2ebinary.KubernetesModule, r,
 		len(m.Packages), slices.Sorted(slices.Values(m.Packages)))
 	return nil
+}
+
+// sharedTools is the list of commands most releases pin, in the folder above
+// the release folders.
+const sharedTools = "tools.go.in"
+
+// shareTools replaces out's tools.go with a relative symlink to
+// ../tools.go.in when the two hold the same bytes. A release whose list
+// differs (1.34 pins no e2e package) keeps its own file.
+func shareTools(out string) error {
+	file := filepath.Join(out, "tools.go")
+	got, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	want, err := os.ReadFile(filepath.Join(filepath.Dir(out), sharedTools))
+	if errors.Is(err, os.ErrNotExist) || (err == nil && !bytes.Equal(got, want)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(file); err != nil {
+		return err
+	}
+	return os.Symlink(filepath.Join("..", sharedTools), file)
 }
