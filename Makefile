@@ -63,7 +63,7 @@ bin/rootfs: build
 	ln -s csi-registrar bin/rootfs/csi-node-driver-registrar
 
 image: bin/rootfs ## container image $(IMAGE) (docker if an engine answers, else buildah) and $(IMAGE_TAR)
-	@IMAGE=$(IMAGE) IMAGE_TAR=$(IMAGE_TAR) VERSION='$(VERSION)' BUILDAH="$(BUILDAH)" BUILDAH_ROOT=$(BUILDAH_ROOT) bash kind/image.sh
+	@IMAGE=$(IMAGE) IMAGE_TAR=$(IMAGE_TAR) VERSION='$(VERSION)' BUILDAH="$(BUILDAH)" BUILDAH_ROOT=$(BUILDAH_ROOT) bash kind/images/image.sh
 
 # The workload of manifests/examples/: a static program FROM scratch, built
 # and saved like $(IMAGE) (docker if an engine answers, else $(BUILDAH)).
@@ -102,7 +102,7 @@ clean: ## remove bin/
 # One table: figure, runs, min / median / max, goal, verdict and, with
 # UPSTREAM_REGISTRAR=/path/to/csi-node-driver-registrar, upstream measured in the
 # same run (alternating) and the ratio ours/upstream; also $(BENCH_DIR)/results.md.
-# kind/bench.sh runs it: figures 7–8 use the local node (root), and the whole run
+# kind/bench/bench.sh runs it: figures 7–8 use the local node (root), and the whole run
 # then holds the node's lock; BENCH_KUBELET=0 skips them (and the lock).
 # BENCH_RUNS (10), BENCH_IDLE (60s), BENCH_INSTANCES (10) are passed on.
 BENCH_DIR      ?= bin/bench
@@ -110,20 +110,20 @@ BENCH_KUBELET  ?= 1
 
 .PHONY: bench
 bench: build ## performance figures 1–9 as one table (UPSTREAM_REGISTRAR=... adds upstream's column; ~15 min)
-	@BENCH_DIR=$(BENCH_DIR) BENCH_KUBELET=$(BENCH_KUBELET) IMAGE_TAR=$(IMAGE_TAR) GO=$(GO) bash kind/bench.sh
+	@BENCH_DIR=$(BENCH_DIR) BENCH_KUBELET=$(BENCH_KUBELET) IMAGE_TAR=$(IMAGE_TAR) GO=$(GO) bash kind/bench/bench.sh
 
 # Rollouts side by side (verify's case 6 on the mode's and the plain manifests, with
 # UPSTREAM_REGISTRAR=<image archive of node-driver-registrar> beside), then ten rollouts
-# with faults (case 8); kind/bench-rollout.sh. Each step takes the node lock itself.
+# with faults (case 8); kind/bench/rollout.sh. Each step takes the node lock itself.
 .PHONY: bench-rollout
 bench-rollout: ## rollout figures: unregistered time and failed mounts, mode vs none vs upstream (UPSTREAM_REGISTRAR=archive), then 10 rollouts with faults (~15 min)
-	@bash kind/bench-rollout.sh
+	@bash kind/bench/rollout.sh
 
 # Figure 10 on every supported Kubernetes version (E2E_VERSIONS="1.35 1.37" limits
 # it): a rejected registration and its repair with the real kubelet; ~3 min a version.
 .PHONY: bench-retry
 bench-retry: build ## figure 10: rejection and repair with the real kubelet, per Kubernetes version (local node)
-	@$(call with_node_lock,bash kind/bench-retry.sh $(E2E_VERSIONS))
+	@$(call with_node_lock,bash kind/bench/retry.sh $(E2E_VERSIONS))
 
 # Not part of `make bench`: kubectl csi-registrar status against STATUS_NODES
 # (5000) nodes simulated by kwok on the local node's API server; ~20-40 min on
@@ -131,7 +131,7 @@ bench-retry: build ## figure 10: rejection and repair with the real kubelet, per
 STATUS_NODES ?= 5000
 .PHONY: bench-status-scale
 bench-status-scale: build ## kubectl csi-registrar status on STATUS_NODES (5000) kwok nodes: wall time, API requests, peak RSS
-	@$(call with_node_lock,bash kind/statusscale.sh -nodes=$(STATUS_NODES))
+	@$(call with_node_lock,bash kind/bench/statusscale.sh -nodes=$(STATUS_NODES))
 
 # ---- release: the artifacts of one version (docs/development.md "Releases") ---
 # $(RELEASE_DIR): static binaries for linux amd64, arm (GOARM=7), arm64, ppc64le
@@ -160,14 +160,14 @@ release: ## VERSION=vX.Y.Z: binaries (linux amd64, arm/v7, arm64, ppc64le, s390x
 	  $(GO) test -count=1 -run '^TestReleaseDir$$' ./internal/release
 
 # ---- test-platforms: the release's other platforms under user-mode emulation ---
-# kind/test-platforms.sh: per platform (linux arm/v7, arm64, ppc64le, s390x on an
+# kind/platforms/test-platforms.sh: per platform (linux arm/v7, arm64, ppc64le, s390x on an
 # amd64 machine; PLATFORMS="arm" narrows), csi-registrar --version and the test
 # binaries of the registration server, socket ownership and the control loop under
 # qemu-<arch> (Debian's qemu-user, installed if missing; no binfmt registration),
 # each test binary printing its GOARCH. Binaries and logs in bin/platforms/.
 .PHONY: test-platforms
 test-platforms: ## csi-registrar --version and the registrar's test packages for linux arm/v7, arm64, ppc64le, s390x under qemu-user (installs it), each printing its GOARCH
-	GO=$(GO) VERSION=$(VERSION) TAGS=$(RELEASE_TAGS) LDFLAGS='$(LDFLAGS)' PLATFORMS="$(PLATFORMS)" bash kind/test-platforms.sh
+	GO=$(GO) VERSION=$(VERSION) TAGS=$(RELEASE_TAGS) LDFLAGS='$(LDFLAGS)' PLATFORMS="$(PLATFORMS)" bash kind/platforms/test-platforms.sh
 
 # .ci/run runs the gate and one slice of the long form; this runs the long form alone (docs/development.md
 # "The gate and the slices"), and records each slice that passed in .ci/slices.tsv (commit it).

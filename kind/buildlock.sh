@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The lock of a version's builds: the one implementation, sourced by
 # kind/localnode/lib.sh (build.sh, storage/build-e2e.sh: Kubernetes' Go builds)
-# and kind/nodeimage/build.sh (the kind node image). A second build of the same
+# and kind/cluster/nodeimage/build.sh (the kind node image). A second build of the same
 # version would compile the same packages again instead of finding them in the
 # Go build cache (or build the same image twice), so it waits for the first.
 #

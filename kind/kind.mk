@@ -2,13 +2,13 @@
 .PHONY: demo demo-down kind-node-image
 
 demo: ## build, bring up a cluster (kind when Docker answers or KIND=1, else the local node: K8S=1.34…1.37), deploy manifests/, show what the kubelet wrote
-	@$(call with_node_lock,bash kind/demo.sh up)
+	@$(call with_node_lock,bash kind/demo/demo.sh up)
 
 kind-node-image: ## kind node image built here, no registry needed (K8S=1.34…1.37, newest by default; cached: seconds when current)
-	bash kind/nodeimage/build.sh
+	bash kind/cluster/nodeimage/build.sh
 
 demo-down: ## tear the demo down (no process, mount or socket left)
-	@$(call with_node_lock,bash kind/demo.sh down)
+	@$(call with_node_lock,bash kind/demo/demo.sh down)
 
 # ---------------------------------------------------------------------------
 # End-to-end suite (kind/e2e, build tag e2e; see kind/e2e/README.md).
@@ -32,7 +32,7 @@ e2e: e2e-build ## end-to-end suite on the local node: up if needed, 7 cases, tor
 	@$(call with_node_lock,env E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) \
 	  E2E_UPSTREAM_REGISTRAR_ARCHIVE=$(if $(E2E_UPSTREAM_REGISTRAR_ARCHIVE),$(abspath $(E2E_UPSTREAM_REGISTRAR_ARCHIVE))) $(E2E_RUN))
 
-# node-driver-registrar's image, built from its source archive (kind/upstream-image.sh:
+# node-driver-registrar's image, built from its source archive (kind/images/upstream-image.sh:
 # go build -mod=vendor, FROM scratch, upstream's image name; cached), and the side-by-side
 # migration rows on the local node's newest kubelet (kind/e2e/migration_test.go): an
 # upstream DaemonSet rolled to upstream, to csi-registrar without the mode, into the mode, and back.
@@ -44,12 +44,12 @@ UPSTREAM_IMAGE_TAR ?= bin/upstream-image.tar
 .PHONY: upstream-image e2e-migration
 upstream-image: ## node-driver-registrar's image from its source ($(UPSTREAM_SRC)) in $(UPSTREAM_IMAGE_TAR), for side-by-side runs (cached)
 	@mkdir -p $(dir $(UPSTREAM_IMAGE_TAR)) $(BUILDAH_ROOT)
-	@BUILDAH="$(BUILDAH)" bash kind/upstream-image.sh $(UPSTREAM_SRC) $(UPSTREAM_IMAGE) $(UPSTREAM_IMAGE_TAR)
+	@BUILDAH="$(BUILDAH)" bash kind/images/upstream-image.sh $(UPSTREAM_SRC) $(UPSTREAM_IMAGE) $(UPSTREAM_IMAGE_TAR)
 e2e-migration: upstream-image ## first rollout of an upstream DaemonSet: to upstream, to csi-registrar, into the mode, and back (a rollback); unregistered time and failed mounts per row; then an undo of the first rollout (issue 43's F1) (local node)
 	@$(MAKE) --no-print-directory e2e E2E_UPSTREAM_REGISTRAR_ARCHIVE=$(UPSTREAM_IMAGE_TAR) E2E_ARGS=\''-test.run=^(TestMigrationFromUpstream|TestUndoFirstRolloutFromUpstream)$$$$'\'
 
 # The Node Readiness Controller's image (kubernetes-sigs/node-readiness-controller), built
-# from a git clone of its source (kind/node-readiness-controller-image.sh: the tag extracted
+# from a git clone of its source (kind/images/node-readiness-controller-image.sh: the tag extracted
 # under bin/, modules through the Go module proxy, FROM scratch; cached), and its CRD beside
 # the archive: TestNodeReadinessController (kind/e2e/nodereadiness_controller_test.go) runs
 # when E2E_NRC_ARCHIVE names them. NRC_SRC: the clone's git directory.
@@ -60,34 +60,34 @@ NRC_IMAGE_TAR ?= bin/node-readiness-controller-image.tar
 .PHONY: node-readiness-controller-image
 node-readiness-controller-image: ## the Node Readiness Controller's image from its source (NRC_SRC=<git dir>, NRC_TAG=$(NRC_TAG)) in $(NRC_IMAGE_TAR), its CRD beside it (cached)
 	@mkdir -p $(dir $(NRC_IMAGE_TAR)) $(BUILDAH_ROOT)
-	@BUILDAH="$(BUILDAH)" bash kind/node-readiness-controller-image.sh "$(NRC_SRC)" $(NRC_TAG) $(NRC_IMAGE) $(NRC_IMAGE_TAR)
+	@BUILDAH="$(BUILDAH)" bash kind/images/node-readiness-controller-image.sh "$(NRC_SRC)" $(NRC_TAG) $(NRC_IMAGE) $(NRC_IMAGE_TAR)
 
-# kind/e2e-kind.sh: kind/cluster.sh brings the cluster up (a private dockerd and the
+# kind/e2e/kind.sh: kind/cluster/cluster.sh brings the cluster up (a private dockerd and the
 # node image built here when no Docker engine or registry answers), the suite runs,
 # and everything is removed again and the host checked (E2E_KEEP=1 keeps it). Under
 # the node lock: kind's kubelets change the same host-wide kernel state as the local node's.
-e2e-kind: e2e-build node-readiness-controller-image ## end-to-end suite on kind: kind/cluster.yaml's 3 nodes (Docker, else a private dockerd), all removed at the end
+e2e-kind: e2e-build node-readiness-controller-image ## end-to-end suite on kind: kind/cluster/cluster.yaml's 3 nodes (Docker, else a private dockerd), all removed at the end
 	@$(call with_node_lock,$(E2E_KIND_RUN) $(E2E_ARGS))
-E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_NRC_ARCHIVE=$(CURDIR)/$(NRC_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh
+E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_NRC_ARCHIVE=$(CURDIR)/$(NRC_IMAGE_TAR) E2E_TEST=$(E2E_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e/kind.sh
 
-# make e2e's tests and verify's R2 and R5 on manifests/ FLAKE_RUNS times each (kind/flake-check.sh), the
+# make e2e's tests and verify's R2 and R5 on manifests/ FLAKE_RUNS times each (kind/e2e/flake-check.sh), the
 # failure rate per test at the end; each run's output in bin/flake/. Every make target it runs takes the lock.
 FLAKE_RUNS ?= 10
 .PHONY: flake-check
 flake-check: ## make e2e's tests and R2/R5 on manifests/ FLAKE_RUNS (10) times each on the local node (~1 h warm), the failure rate per test
-	FLAKE_RUNS=$(FLAKE_RUNS) bash kind/flake-check.sh
+	FLAKE_RUNS=$(FLAKE_RUNS) bash kind/e2e/flake-check.sh
 
 # The suite on every Kubernetes version the local node supports, oldest first, under
 # one hold of the node's lock; the table goes to bin/e2e/matrix/table.md.
-# E2E_VERSIONS="1.34 1.37" limits it; `bash kind/e2e-matrix.sh --table` reprints it.
+# E2E_VERSIONS="1.34 1.37" limits it; `bash kind/e2e/matrix.sh --table` reprints it.
 .PHONY: e2e-matrix
 e2e-matrix: ## e2e on Kubernetes 1.34, 1.35, 1.36, 1.37 in turn (local node): a version × case table with the times
-	@$(call with_node_lock,bash kind/e2e-matrix.sh $(E2E_VERSIONS))
+	@$(call with_node_lock,bash kind/e2e/matrix.sh $(E2E_VERSIONS))
 
 # ---------------------------------------------------------------------------
 # Any driver's manifests, with csi-registrar in place of node-driver-registrar: the
 # registration cases that make sense for any driver, run by `kubectl csi-registrar verify`
-# (the plugin built from the tree; kind/e2e-driver.sh brings the cluster up and loads the
+# (the plugin built from the tree; kind/driver/verify.sh brings the cluster up and loads the
 # images). DRIVER is a kustomize directory or a manifest file (comma-separated for several);
 # DRIVER_IMAGES the image archives its manifests need. E2E_PROVIDER=kind runs it on kind,
 # otherwise on the local node (both under the node lock). COMPARE=<image archive of another
@@ -121,7 +121,7 @@ e2e-driver-build:
 E2E_DRIVER_RUN = env PLUGIN=$(CURDIR)/bin/kubectl-csi_registrar IMAGE=$(IMAGE) IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) \
 	NODE_IMAGE=$(E2E_NODE_IMAGE) NODE_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_NODE_IMAGE_TAR) \
 	DRIVERS=$(call e2e_abs,$(DRIVER)) DRIVER_IMAGES=$(if $(DRIVER_IMAGES),$(call e2e_abs,$(DRIVER_IMAGES))) \
-	COMPARE=$(if $(COMPARE),$(abspath $(COMPARE))) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-driver.sh
+	COMPARE=$(if $(COMPARE),$(abspath $(COMPARE))) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/driver/verify.sh
 e2e-driver: e2e-driver-args e2e-driver-build ## registration cases on your driver (kubectl csi-registrar verify): DRIVER=<kustomize dir|manifest>[,more] [DRIVER_IMAGES=a.tar,b.tar] [COMPARE=other-registrar.tar]
 	@$(call with_node_lock,$(E2E_DRIVER_RUN))
 
@@ -135,7 +135,7 @@ e2e-notready: notready-image ## readiness cases R1-R5 on the non-compliant examp
 	@$(MAKE) --no-print-directory e2e-driver DRIVER=$(NOTREADY_DRIVERS) DRIVER_IMAGES=$(NOTREADY_IMAGE_TAR) \
 	  VERIFY_ARGS='--case R1_mode_manifests --case R2_volumes_across_instances --case R3_own_csi_socket --case R4_serves_after_sigterm --case R5_newer_driver_fails --expect $(CURDIR)/$(NOTREADY_DIR)/expect.txt --remove-left $(VERIFY_ARGS)'
 
-# What `make new-driver` writes, proven as written (kind/e2e-new-driver.sh): two projects
+# What `make new-driver` writes, proven as written (kind/driver/new-driver.sh): two projects
 # (NEW_DRIVER_MODULE, default example.com/acme-csi, NEW_DRIVER_NAME acme.csi.example.com;
 # NEW_DRIVER2_MODULE example.org/beta-storage, NEW_DRIVER2_NAME beta.storage.example.org)
 # generated into a temporary directory and copied out of it, built and tested with the
@@ -149,4 +149,4 @@ NEW_DRIVER2_NAME   ?= beta.storage.example.org
 .PHONY: e2e-new-driver
 e2e-new-driver: ## two make new-driver projects end to end: build, test, image, e2e-driver with R1-R5, side by side (local node)
 	@GO=$(GO) NEW_DRIVER_MODULE=$(NEW_DRIVER_MODULE) NEW_DRIVER_NAME=$(NEW_DRIVER_NAME) NEW_DRIVER2_MODULE=$(NEW_DRIVER2_MODULE) \
-	  NEW_DRIVER2_NAME=$(NEW_DRIVER2_NAME) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/e2e-new-driver.sh
+	  NEW_DRIVER2_NAME=$(NEW_DRIVER2_NAME) VERIFY_ARGS='$(VERIFY_ARGS)' bash kind/driver/new-driver.sh

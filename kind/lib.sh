@@ -1,4 +1,4 @@
-# Shared by demo.sh, cluster.sh, dockerd/ and nodeimage/: which cluster to use,
+# Shared by demo/demo.sh and cluster/ (cluster.sh, dockerd/, nodeimage/): which cluster to use,
 # and how to reach it. kind when a Docker engine answers (or KIND=1: then a
 # private dockerd is started when none answers), otherwise the local node (root).
 # shellcheck shell=bash
@@ -37,11 +37,11 @@ cluster_kind() {
 }
 
 # use_engine: export DOCKER_HOST for kind: the caller's engine when it answers,
-# else our private dockerd, started now (kind/dockerd/dockerd.sh).
+# else our private dockerd, started now (kind/cluster/dockerd/dockerd.sh).
 use_engine() {
   if user_docker_answers; then return; fi
-  bash "$REPO_ROOT/kind/dockerd/dockerd.sh" start
-  eval "$(bash "$REPO_ROOT/kind/dockerd/dockerd.sh" env)"
+  bash "$REPO_ROOT/kind/cluster/dockerd/dockerd.sh" start
+  eval "$(bash "$REPO_ROOT/kind/cluster/dockerd/dockerd.sh" env)"
 }
 
 # kind_bin: bin/kind at go.mod's version of sigs.k8s.io/kind (built again when it differs).

@@ -25,7 +25,7 @@ var registrationFactReaders = map[string]bool{
 	"internal/drivercases/cluster_diagnostics.go": true, // prints the Node and CSINode of a failure
 	"internal/doctor/api.go":                      true, // doctor's own JSON types, into csiplugin.Registration
 	"internal/clusterstatus/analyze.go":           true, // status' facts, into csiplugin.Registration
-	"kind/statusscale/main.go":                    true, // writes fake CSINodes
+	"kind/bench/statusscale/main.go":              true, // writes fake CSINodes
 	"registrar/nodestatus/registration.go":        true, // the Node and CSINode watched, into csiplugin.Registration
 }
 

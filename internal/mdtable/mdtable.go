@@ -1,7 +1,7 @@
 // Package mdtable renders a table as Markdown (the tables of docs/ and of
 // the suites' and benchmarks' results files) and as aligned text for a
 // terminal (as `column -t` aligns it). The one table renderer of the
-// repository: the driver suite (kind/e2e) and kind/report use it.
+// repository: the driver suite (kind/e2e) and kind/bench/report use it.
 package mdtable
 
 import (

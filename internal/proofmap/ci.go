@@ -251,10 +251,10 @@ type Runner struct {
 }
 
 var subMake = regexp.MustCompile(`\$\(MAKE\)((?:\s+-[-a-z]+)*)\s+([a-z0-9-]+)(.*)$`)
-var scriptRef = regexp.MustCompile(`kind/[a-z0-9-]+\.sh`)
+var scriptRef = regexp.MustCompile(`kind/(?:[a-z0-9-]+/)*[a-z0-9-]+\.sh`)
 
 // Resolve follows a step's target through its recipe (the first $(MAKE)
-// TARGET VAR=... of another target, or a kind/*.sh script that runs make
+// TARGET VAR=... of another target, or a kind/**/*.sh script that runs make
 // e2e-driver, whose --case words it takes) to the runner of tests or cases
 // and the words that select them.
 func (t *Tree) Resolve(target string, vars map[string]string) (Runner, error) {
@@ -307,7 +307,7 @@ func (t *Tree) resolve(target string, vars map[string]string, depth int) (Runner
 			if err != nil {
 				return Runner{}, err
 			}
-			if !strings.Contains(string(b), "e2e-driver") || !strings.Contains(string(b), "VERIFY_ARGS") || s == "kind/e2e-driver.sh" {
+			if !strings.Contains(string(b), "e2e-driver") || !strings.Contains(string(b), "VERIFY_ARGS") || s == "kind/driver/verify.sh" {
 				continue
 			}
 			r := Runner{Kind: Case}

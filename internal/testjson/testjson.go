@@ -1,5 +1,5 @@
 // Package testjson reads the event stream of go test -json (cmd/test2json):
-// one JSON object a line. kind/report and internal/proofmap read test results
+// one JSON object a line. kind/bench/report and internal/proofmap read test results
 // through it.
 package testjson
 

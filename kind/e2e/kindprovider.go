@@ -17,7 +17,7 @@ import (
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 )
 
-// kindProvider drives a kind cluster: kind/cluster.sh creates and deletes it
+// kindProvider drives a kind cluster: kind/cluster/cluster.sh creates and deletes it
 // (the one owner of its lifecycle); node commands run in the node containers
 // through sigs.k8s.io/kind's Go API (as `kind`'s own node API does, through
 // the container runtime).
@@ -74,7 +74,7 @@ func (k *kindProvider) Kubeconfig() string { return k.kubeconfig }
 func (k *kindProvider) Kubectl() string    { return k.kubectl }
 
 // Up and Down leave the cluster's lifecycle to its one owner,
-// kind/cluster.sh (the private dockerd, the node image built here, the
+// kind/cluster/cluster.sh (the private dockerd, the node image built here, the
 // static pod network, the host state restored at the end): Up runs
 // `cluster.sh up` when the cluster does not exist yet, then exports its
 // kubeconfig.
@@ -99,7 +99,7 @@ func (k *kindProvider) Up(ctx context.Context) (bool, error) {
 	return started, nil
 }
 
-// Down runs `kind/cluster.sh down`: the cluster and everything it brought.
+// Down runs `kind/cluster/cluster.sh down`: the cluster and everything it brought.
 func (k *kindProvider) Down(ctx context.Context) error { return k.clusterSh(ctx, "down") }
 
 func (k *kindProvider) clusterSh(ctx context.Context, verb string) error {
@@ -108,7 +108,7 @@ func (k *kindProvider) clusterSh(ctx context.Context, verb string) error {
 	cmd.Env = append(os.Environ(), "KIND_CLUSTER="+k.name)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kind/cluster.sh %s: %w", verb, err)
+		return fmt.Errorf("kind/cluster/cluster.sh %s: %w", verb, err)
 	}
 	return nil
 }

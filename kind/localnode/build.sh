@@ -5,7 +5,7 @@
 # cache dir. Skips when the binaries are already current.
 #   build.sh [--force] [--with-kind]
 # With K8S_PATCH=NAME set, build-patched.sh instead (a kubelet with our patch).
-# --with-kind also builds kubeadm and kube-proxy (the kind node image, kind/nodeimage/),
+# --with-kind also builds kubeadm and kube-proxy (the kind node image, kind/cluster/nodeimage/),
 # in the same go build, cache dir and stamp: the five shared ones come from the build cache.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

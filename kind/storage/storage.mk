@@ -35,7 +35,7 @@ e2e-storage-build:
 
 e2e-storage: e2e-storage-build ## Kubernetes' External storage e2e on a driver: [DRIVER_DEF=definition.yaml DRIVER=... DRIVER_IMAGES=...] (local node; E2E_PROVIDER=kind)
 	@if [ "$${E2E_PROVIDER:-local}" = kind ]; then \
-	  $(call with_node_lock,env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(STORAGE_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e-kind.sh $(STORAGE_ARGS)); \
+	  $(call with_node_lock,env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_TEST=$(STORAGE_TEST) E2E_TIMEOUT=$(E2E_TIMEOUT) E2E_KEEP=$(E2E_KEEP) bash kind/e2e/kind.sh $(STORAGE_ARGS)); \
 	else \
 	  $(call with_node_lock,env E2E_PROVIDER=local E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) $(STORAGE_TEST) -test.v -test.count=1 -test.timeout=$(E2E_TIMEOUT) $(STORAGE_ARGS)); \
 	fi

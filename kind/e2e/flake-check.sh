@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# make flake-check: make e2e's tests on the local node, and verify's R2 and R5 on manifests/, FLAKE_RUNS times
+# each (10 by default, about an hour warm), the node kept up between runs and taken down at the end; then the
+# failure rate per test (internal/proofmap/cmd/flaketally). Each run's output stays in bin/flake/.
+#   FLAKE_RUNS=10 bash kind/e2e/flake-check.sh      (from the Makefile: make flake-check)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+runs=${FLAKE_RUNS:-10}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "FLAKE_RUNS=$runs: want a number of runs, 1 or more" >&2; exit 2; }
+out=bin/flake
+rm -rf "$out" && mkdir -p "$out"
+t0=$(date +%s)
+for i in $(seq 1 "$runs"); do
+  s=$(date +%s)
+  make --no-print-directory e2e E2E_KEEP=1 >"$out/e2e-$i.log" 2>&1
+  echo "flake-check: make e2e, run $i of $runs: exit $?, $(( $(date +%s) - s )) s"
+  go tool test2json -p e2e <"$out/e2e-$i.log" >"$out/e2e-$i.json"
+done
+for i in $(seq 1 "$runs"); do
+  s=$(date +%s)
+  make --no-print-directory e2e-driver E2E_KEEP=1 DRIVER=manifests \
+    VERIFY_ARGS='--case R2_volumes_across_instances --case R5_newer_driver_fails' >"$out/verify-$i.log" 2>&1
+  echo "flake-check: R2 and R5 on manifests/, run $i of $runs: exit $?, $(( $(date +%s) - s )) s"
+done
+make --no-print-directory local-down >"$out/down.log" 2>&1 || echo "flake-check: the local node did not go down: see $out/down.log" >&2
+echo "flake-check: $runs runs each in $(( $(date +%s) - t0 )) s"
+go run ./internal/proofmap/cmd/flaketally "$out"
