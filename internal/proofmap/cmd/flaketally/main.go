@@ -1,8 +1,11 @@
 // Command flaketally prints the failure rate per test of the runs make
 // flake-check keeps in a directory: each e2e-<n>.json (go test -json of
 // one run of make e2e) and each verify-<n>.log (one run of verify's
-// cases), one row a test or case: runs, failures, skips, the rate. It
-// exits 1 when a test failed in any run.
+// cases), one row a test or case: runs, failures, skips, the rate; and one
+// row a kind of run for the runs' exit codes (<kind>-<n>.rc: a run that
+// exited non-zero, or whose code is missing, failed even when no test or
+// case says so, e.g. verify refusing a cluster before its first case). It
+// exits 1 when a test or a run failed.
 //
 //	go run ./internal/proofmap/cmd/flaketally bin/flake
 package main
@@ -14,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/csi-registrar/csi-registrar/internal/proofmap"
@@ -68,6 +72,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			add("e2e "+name, v)
 		}
 	}
+	for kind, files := range map[string][]string{"e2e": jsons, "verify": logs} {
+		for _, f := range files {
+			add("exit of each "+kind+" run", []string{exitVerdict(strings.TrimSuffix(f, filepath.Ext(f)) + ".rc")})
+		}
+	}
 	for _, f := range logs {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -95,4 +104,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// exitVerdict is "pass" when the file rc holds exit code 0, else "fail"
+// (another code, or no code recorded: the run did not end as it should).
+func exitVerdict(rc string) string {
+	b, err := os.ReadFile(rc)
+	if err != nil || strings.TrimSpace(string(b)) != "0" {
+		return "fail"
+	}
+	return "pass"
 }
