@@ -73,9 +73,10 @@ E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_NRC_ARCHIVE=
 # make e2e's tests and verify's R2 and R5 on manifests/ FLAKE_RUNS times each (kind/e2e/flake-check.sh), the
 # failure rate per test at the end; each run's output in bin/flake/. Every make target it runs takes the lock.
 FLAKE_RUNS ?= 10
+FLAKE_KINDS ?= e2e verify
 .PHONY: flake-check
 flake-check: ## make e2e's tests and R2/R5 on manifests/ FLAKE_RUNS (10) times each on the local node (~1 h warm), the failure rate per test
-	FLAKE_RUNS=$(FLAKE_RUNS) bash kind/e2e/flake-check.sh
+	FLAKE_RUNS=$(FLAKE_RUNS) FLAKE_KINDS="$(FLAKE_KINDS)" bash kind/e2e/flake-check.sh
 
 # The suite on every Kubernetes version the local node supports, oldest first, under
 # one hold of the node's lock; the table goes to bin/e2e/matrix/table.md.
