@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -346,24 +347,45 @@ func serveNamedDriver(t *testing.T, path string, d *namedDriver) (stop func()) {
 	return stop
 }
 
-// clocked is a registrar on a fake clock, with the reference driver, whose
+// served is a registrar with the reference driver, in a new env, whose
 // registration socket answers.
-type clocked struct {
+type served struct {
 	e    env
 	r    *registrar.Registrar
-	clk  *registrar.FakeClock
+	run  running
+	clk  *registrar.FakeClock // nil: the real clock
 	sock string
 	logs *logBuffer
+	w    *fsnotify.Watcher // Run's file watcher, with startWatched
 }
 
-func startClocked(t *testing.T, adjust func(*registrar.Options)) clocked {
+// startServed starts a served registrar on the real clock with opts
+// adjusted.
+func startServed(t *testing.T, adjust func(*registrar.Options)) served {
 	t.Helper()
-	c := clocked{e: newEnv(t), clk: registrar.NewFakeClock(), logs: &logBuffer{}}
-	startStubDriver(t, c.e, stubName)
-	c.r, _ = startRegistrarOn(t, c.clk, c.e, c.logs, adjust)
-	c.sock = c.e.regSock(stubName)
-	awaitStatus(t, c.r, "registration socket", serving(c.sock))
-	return c
+	return startServedOn(t, nil, adjust, nil)
+}
+
+// startClocked starts a served registrar on a fake clock with opts adjusted.
+func startClocked(t *testing.T, adjust func(*registrar.Options)) served {
+	t.Helper()
+	return startServedOn(t, registrar.NewFakeClock(), adjust, nil)
+}
+
+// startServedOn starts a served registrar on clk (the real clock if nil)
+// with opts adjusted; before, if not nil, sees the registrar before it runs.
+func startServedOn(t *testing.T, clk *registrar.FakeClock, adjust func(*registrar.Options), before func(*registrar.Registrar)) served {
+	t.Helper()
+	s := served{e: newEnv(t), clk: clk, logs: &logBuffer{}}
+	startStubDriver(t, s.e, stubName)
+	s.r = newRegistrar(t, clk, s.e, s.logs, adjust)
+	if before != nil {
+		before(s.r)
+	}
+	s.run = start(t, s.r.Run)
+	s.sock = s.e.regSock(stubName)
+	awaitStatus(t, s.r, "registration socket", serving(s.sock))
+	return s
 }
 
 // registerNow registers as the kubelet does and waits for the stage.

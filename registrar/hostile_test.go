@@ -16,22 +16,13 @@ import (
 // the control loop. After the socket is deleted, a new one answers while the
 // silent client is still connected, and /healthz stays 200.
 func TestSilentClientDoesNotStallRecreation(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, nil)
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-
-	silent, err := net.Dial("unix", sock)
-	if err != nil {
+	s := startServed(t, nil)
+	silentClient(t, s.sock)
+	if err := os.Remove(s.sock); err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
-	if err := os.Remove(sock); err != nil {
-		t.Fatal(err)
-	}
-	awaitStatus(t, r, "a new registration socket while the silent client is connected", servingNew(r, sock, "deleted", 1))
-	if code, body := get(r, "/healthz"); code != http.StatusOK {
+	awaitStatus(t, s.r, "a new registration socket while the silent client is connected", servingNew(s.r, s.sock, "deleted", 1))
+	if code, body := get(s.r, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d %q with a silent client connected, want 200", code, body)
 	}
 }
@@ -39,52 +30,53 @@ func TestSilentClientDoesNotStallRecreation(t *testing.T) {
 // Issue 18 item 1: a call held open (its body never sent) on a socket the
 // kubelet rejected must not keep the registrar from re-creating the socket.
 func TestHeldCallDoesNotStallRetryAfterRejection(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, nil)
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-
-	held, err := registrartest.HoldCall(sock, "/pluginregistration.Registration/NotifyRegistrationStatus")
-	if err != nil {
+	s := startServed(t, nil)
+	holdCall(t, s.sock, "/pluginregistration.Registration/NotifyRegistrationStatus")
+	if err := registrartest.NotifySocket(context.Background(), s.sock, false, "rejected by the test"); err != nil {
 		t.Fatal(err)
 	}
-	defer held.Close()
-	if err := registrartest.NotifySocket(context.Background(), sock, false, "rejected by the test"); err != nil {
-		t.Fatal(err)
-	}
-	awaitStatus(t, r, "the socket re-created after the rejection", servingNew(r, sock, "rejected", 1))
+	awaitStatus(t, s.r, "the socket re-created after the rejection", servingNew(s.r, s.sock, "rejected", 1))
 }
 
 // Issue 18 item 1 and issue 13 item 3: Run ends within ShutdownTimeout plus
 // a second after its context ends, even with a call held open and a silent
 // connection. (The limit is a hang guard, not a speed test.)
 func TestRunEndsWithinShutdownTimeout(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
 	const grace = 300 * time.Millisecond
-	r, run := startRegistrar(t, e, nil, func(o *registrar.Options) { o.ShutdownTimeout = grace })
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-	held, err := registrartest.HoldCall(sock, "/pluginregistration.Registration/GetInfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	silent, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
+	s := startServed(t, func(o *registrar.Options) { o.ShutdownTimeout = grace })
+	holdCall(t, s.sock, "/pluginregistration.Registration/GetInfo")
+	silentClient(t, s.sock)
 
 	start := time.Now()
-	run.cancel()
+	s.run.cancel()
 	select {
-	case <-run.done:
+	case <-s.run.done:
 	case <-time.After(grace + time.Second):
 		t.Fatalf("Run still running %s after its context ended (ShutdownTimeout %s)", time.Since(start).Round(time.Millisecond), grace)
 	}
-	if _, err := os.Lstat(sock); err == nil {
+	if _, err := os.Lstat(s.sock); err == nil {
 		t.Error("the registration socket is still there after Run returned")
 	}
+}
+
+// silentClient connects to the unix socket at path and sends nothing until
+// the test ends.
+func silentClient(t *testing.T, path string) {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+}
+
+// holdCall starts a call of method on the gRPC socket at path whose body
+// never comes (registrartest.HoldCall), held open until the test ends.
+func holdCall(t *testing.T, path, method string) {
+	t.Helper()
+	held, err := registrartest.HoldCall(path, method)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
 }

@@ -112,25 +112,20 @@ func rowDriverNameWaitsForProbe(t *testing.T) {
 // Behaviour 5: a deleted registration socket is re-created, and the log
 // says it was gone (not "not ours, left in place").
 func rowDeletedSocketRecreated(t *testing.T) {
-	e := newEnv(t)
-	var logs logBuffer
-	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, &logs, nil)
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-	os.Remove(sock)
-	awaitStatus(t, r, "socket re-created", servingNew(r, sock, "deleted", 1))
-	l := logs.String()
+	s := startServed(t, nil)
+	os.Remove(s.sock)
+	awaitStatus(t, s.r, "socket re-created", servingNew(s.r, s.sock, "deleted", 1))
+	l := s.logs.String()
 	if !strings.Contains(l, "registration socket was deleted; re-creating it") || !strings.Contains(l, "outcome=gone") {
 		t.Errorf("the log does not say the socket was gone and re-created:\n%s", l)
 	}
 	if strings.Contains(l, "outcome=kept") || strings.Contains(l, "not ours") {
 		t.Errorf("the log says a deleted socket was somebody else's file, left in place:\n%s", l)
 	}
-	if _, err := registrartest.Register(context.Background(), sock); err != nil {
+	if _, err := registrartest.Register(context.Background(), s.sock); err != nil {
 		t.Fatal(err)
 	}
-	awaitStatus(t, r, "registered on the new socket", stageIs(registrar.StageRegistered))
+	awaitStatus(t, s.r, "registered on the new socket", stageIs(registrar.StageRegistered))
 }
 
 // Behaviour 5 with rule 3: a socket replaced by another live socket is not fought over.

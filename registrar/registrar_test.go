@@ -23,29 +23,25 @@ const stubName = "stub.csi.example.com"
 // rowRegistrationAsKubeletDoes runs the driver and the registrar and then
 // performs the kubelet's steps 4-6 against the registration socket.
 func rowRegistrationAsKubeletDoes(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, _ := startRegistrar(t, e, nil, func(o *registrar.Options) { o.KubeletRegistrationPath = e.driverSock })
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
+	s := startServed(t, nil) // the kubelet dials the driver at s.e.driverSock (newRegistrar)
 
-	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 {
+	if st, err := os.Stat(s.sock); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("registration socket mode = %v (err %v), want 0600", st.Mode().Perm(), err)
 	}
-	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for kubelet") {
+	if code, body := get(s.r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for kubelet") {
 		t.Errorf("/readyz before the kubelet = %d %q, want 503 naming \"waiting for kubelet\"", code, body)
 	}
 
-	reg, err := registrartest.Register(context.Background(), sock)
+	reg, err := registrartest.Register(context.Background(), s.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if reg.Err != nil {
 		t.Fatalf("kubelet-side validation rejected the registration: %v", reg.Err)
 	}
-	if reg.Info.Type != registerapi.CSIPlugin || reg.Info.Name != stubName || reg.Info.Endpoint != e.driverSock {
+	if reg.Info.Type != registerapi.CSIPlugin || reg.Info.Name != stubName || reg.Info.Endpoint != s.e.driverSock {
 		t.Errorf("GetInfo = {Type %q Name %q Endpoint %q}, want {%q %q %q}", reg.Info.Type, reg.Info.Name,
-			reg.Info.Endpoint, registerapi.CSIPlugin, stubName, e.driverSock)
+			reg.Info.Endpoint, registerapi.CSIPlugin, stubName, s.e.driverSock)
 	}
 	if got := reg.Info.SupportedVersions; len(got) != 1 || got[0] != "1.0.0" {
 		t.Errorf("SupportedVersions = %v, want [1.0.0]", got)
@@ -55,20 +51,20 @@ func rowRegistrationAsKubeletDoes(t *testing.T) {
 		ni.GetAccessibleTopology().GetSegments()["topology.stub.csi.example.com/zone"] != "zone-a" {
 		t.Errorf("NodeGetInfo = %v, want node-1, 7 volumes, zone-a", ni)
 	}
-	awaitStatus(t, r, "stage registered after Notify(true)", stageIs(registrar.StageRegistered))
-	if code, body := get(r, "/readyz"); code != http.StatusOK || !strings.Contains(body, "registered") {
+	awaitStatus(t, s.r, "stage registered after Notify(true)", stageIs(registrar.StageRegistered))
+	if code, body := get(s.r, "/readyz"); code != http.StatusOK || !strings.Contains(body, "registered") {
 		t.Errorf("/readyz after Notify(true) = %d %q, want 200 registered", code, body)
 	}
 
 	const why = "CSINode update failed: test"
-	if err := registrartest.NotifySocket(context.Background(), sock, false, why); err != nil {
+	if err := registrartest.NotifySocket(context.Background(), s.sock, false, why); err != nil {
 		t.Fatal(err)
 	}
-	awaitStatus(t, r, "stage rejected after Notify(false)", stageIs(registrar.StageRejected))
-	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, why) {
+	awaitStatus(t, s.r, "stage rejected after Notify(false)", stageIs(registrar.StageRejected))
+	if code, body := get(s.r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, why) {
 		t.Errorf("/readyz after Notify(false) = %d %q, want 503 with the kubelet's error", code, body)
 	}
-	_, metrics := get(r, "/metrics")
+	_, metrics := get(s.r, "/metrics")
 	for _, want := range []string{
 		`csi_registrar_getinfo_calls_total 1`,
 		`csi_registrar_kubelet_notifications_total{outcome="registered"} 1`,
@@ -84,16 +80,12 @@ func rowRegistrationAsKubeletDoes(t *testing.T) {
 
 // rowExitRemovesSocket: cancelling Run stops serving and removes the socket.
 func rowExitRemovesSocket(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, run := startRegistrar(t, e, nil, nil)
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-	if err := run.stop(t); err != nil {
+	s := startServed(t, nil)
+	if err := s.run.stop(t); err != nil {
 		t.Fatalf("Run after cancel = %v, want nil", err)
 	}
-	wantStage(t, r, registrar.StageStopped)
-	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+	wantStage(t, s.r, registrar.StageStopped)
+	if _, err := os.Lstat(s.sock); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("registration socket still there after exit (err %v)", err)
 	}
 }
@@ -101,23 +93,19 @@ func rowExitRemovesSocket(t *testing.T) {
 // rowExitKeepsReplacedFile: at exit the path is removed only if it still is
 // the socket this process created.
 func rowExitKeepsReplacedFile(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, run := startRegistrar(t, e, nil, nil)
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
+	s := startServed(t, nil)
 	// Replace it behind the registrar's back (atomically, so that it cannot
 	// re-create its socket in between), then stop.
-	tmp := filepath.Join(e.regDir, ".other")
+	tmp := filepath.Join(s.e.regDir, ".other")
 	if err := os.WriteFile(tmp, []byte("not yours"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, sock); err != nil {
+	if err := os.Rename(tmp, s.sock); err != nil {
 		t.Fatal(err)
 	}
-	awaitStatus(t, r, "the file noticed", stageIs(registrar.StageSocketNotASocket))
-	run.stop(t)
-	if b, err := os.ReadFile(sock); err != nil || string(b) != "not yours" {
+	awaitStatus(t, s.r, "the file noticed", stageIs(registrar.StageSocketNotASocket))
+	s.run.stop(t)
+	if b, err := os.ReadFile(s.sock); err != nil || string(b) != "not yours" {
 		t.Fatalf("the file put at the path was touched: %q, %v", b, err)
 	}
 }

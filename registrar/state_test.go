@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -115,40 +114,38 @@ func rowKubeletThatRetriesKeepsSocket(t *testing.T) {
 	}
 }
 
-// startWatched runs a registrar whose file watcher the test holds.
-func startWatched(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer) (*registrar.Registrar, *fsnotify.Watcher) {
+// startWatched starts a served registrar on a fake clock with opts
+// adjusted, whose file watcher the test holds (served.w).
+func startWatched(t *testing.T, adjust func(*registrar.Options)) served {
 	t.Helper()
-	r := newRegistrar(t, clk, e, logs, nil)
 	watchers := make(chan *fsnotify.Watcher, 1)
-	r.OnWatcher(func(w *fsnotify.Watcher) { watchers <- w })
-	start(t, r.Run)
+	c := startServedOn(t, registrar.NewFakeClock(), adjust, func(r *registrar.Registrar) {
+		r.OnWatcher(func(w *fsnotify.Watcher) { watchers <- w })
+	})
 	select {
-	case w := <-watchers:
-		return r, w
+	case c.w = <-watchers:
 	case <-time.After(patience):
 		t.Fatal("Run created no file watcher")
-		return nil, nil
 	}
+	return c
 }
 
 // registerAndLoseEvents registers, then makes the registrar's watcher lose
 // the registration directory's events, as an inotify queue overflow does,
 // and deletes the socket: /readyz still says ready, wrongly.
-func registerAndLoseEvents(t *testing.T, r *registrar.Registrar, w *fsnotify.Watcher, e env) {
+func registerAndLoseEvents(t *testing.T, c served) {
 	t.Helper()
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-	registerNow(t, r, sock)
-	if code, body := get(r, "/readyz"); code != http.StatusOK {
+	registerNow(t, c.r, c.sock)
+	if code, body := get(c.r, "/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz registered = %d %q, want 200", code, body)
 	}
-	if err := w.Remove(e.regDir); err != nil {
+	if err := c.w.Remove(c.e.regDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(sock); err != nil {
+	if err := os.Remove(c.sock); err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := get(r, "/readyz"); code != http.StatusOK {
+	if code, _ := get(c.r, "/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz = %d before the reconcile; the test needs the event to be lost", code)
 	}
 }
@@ -156,14 +153,11 @@ func registerAndLoseEvents(t *testing.T, r *registrar.Registrar, w *fsnotify.Wat
 // Issue 13 "nothing reconciles": a deletion whose event was lost is found
 // by the reconcile tick and handled as the event: a new socket, /readyz 503.
 func rowReconcileFindsMissedDelete(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	clk := registrar.NewFakeClock()
-	r, w := startWatched(t, clk, e, nil)
-	registerAndLoseEvents(t, r, w, e)
-	clk.Fire(t, registrar.ReconcilePeriod, patience)
-	awaitStatus(t, r, "socket re-created by the reconcile", servingNew(r, e.regSock(stubName), "deleted", 1))
-	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for kubelet") {
+	c := startWatched(t, nil)
+	registerAndLoseEvents(t, c)
+	c.clk.Fire(t, registrar.ReconcilePeriod, patience)
+	awaitStatus(t, c.r, "socket re-created by the reconcile", servingNew(c.r, c.sock, "deleted", 1))
+	if code, body := get(c.r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for kubelet") {
 		t.Errorf("/readyz after the reconcile = %d %q, want 503 waiting for kubelet", code, body)
 	}
 }
@@ -172,16 +166,12 @@ func rowReconcileFindsMissedDelete(t *testing.T) {
 // kernel's inotify queue limit causes and a test cannot) triggers a
 // reconcile at once instead of being logged and dropped.
 func rowWatcherErrorReconciles(t *testing.T) {
-	e := newEnv(t)
-	var logs logBuffer
-	startStubDriver(t, e, stubName)
-	clk := registrar.NewFakeClock()
-	r, w := startWatched(t, clk, e, &logs)
-	registerAndLoseEvents(t, r, w, e)
-	w.Errors <- fsnotify.ErrEventOverflow // no clock advance: only the error can trigger it
-	awaitStatus(t, r, "socket re-created after the watcher error", servingNew(r, e.regSock(stubName), "deleted", 1))
-	if !strings.Contains(logs.String(), "file watcher error; reconciling now") {
-		t.Errorf("the watcher error is not logged as a reconcile:\n%s", logs.String())
+	c := startWatched(t, nil)
+	registerAndLoseEvents(t, c)
+	c.w.Errors <- fsnotify.ErrEventOverflow // no clock advance: only the error can trigger it
+	awaitStatus(t, c.r, "socket re-created after the watcher error", servingNew(c.r, c.sock, "deleted", 1))
+	if !strings.Contains(c.logs.String(), "file watcher error; reconciling now") {
+		t.Errorf("the watcher error is not logged as a reconcile:\n%s", c.logs.String())
 	}
 }
 
@@ -252,27 +242,23 @@ func recheckBackoff() []time.Duration {
 // Issue 13: Run a second time returns an error (it panicked), and the status
 // after Run returned is "stopped" (it stayed "registered").
 func rowRunOnceThenStopped(t *testing.T) {
-	e := newEnv(t)
-	startStubDriver(t, e, stubName)
-	r, run := startRegistrar(t, e, nil, nil)
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-	registerNow(t, r, sock)
+	s := startServed(t, nil)
+	registerNow(t, s.r, s.sock)
 	ended, cancel := context.WithCancel(context.Background())
 	cancel() // so that a second Run that would run returns at once
-	if err := r.Run(ended); err == nil || !strings.Contains(err.Error(), "twice") {
+	if err := s.r.Run(ended); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("a second Run while the first runs = %v, want an error", err)
 	}
-	if err := run.stop(t); err != nil {
+	if err := s.run.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if st := r.Status(); st.Stage != registrar.StageStopped {
+	if st := s.r.Status(); st.Stage != registrar.StageStopped {
 		t.Errorf("status after Run returned = %q, want stopped", st)
 	}
-	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "stopped") {
+	if code, body := get(s.r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "stopped") {
 		t.Errorf("/readyz after Run = %d %q, want 503 stopped", code, body)
 	}
-	if err := r.Run(ended); err == nil {
+	if err := s.r.Run(ended); err == nil {
 		t.Error("Run after Run returned = nil, want an error")
 	}
 }
@@ -281,41 +267,31 @@ func rowRunOnceThenStopped(t *testing.T) {
 // with its own reason; once it is back the retry serves it, and it is
 // watched again.
 func rowRegistrationDirectoryMissing(t *testing.T) {
-	e := newEnv(t)
-	var logs logBuffer
-	startStubDriver(t, e, stubName)
-	clk := registrar.NewFakeClock()
-	r := newRegistrar(t, clk, e, &logs, quietKubelet)
-	watchers := make(chan *fsnotify.Watcher, 1)
-	r.OnWatcher(func(w *fsnotify.Watcher) { watchers <- w })
-	start(t, r.Run)
-	w := <-watchers
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
+	c := startWatched(t, quietKubelet)
 	// The directory goes (as when its volume is unmounted) with its events
 	// lost: the reconcile finds the socket gone, and no directory to serve in.
-	if err := w.Remove(e.regDir); err != nil {
+	if err := c.w.Remove(c.e.regDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(e.regDir); err != nil {
+	if err := os.RemoveAll(c.e.regDir); err != nil {
 		t.Fatal(err)
 	}
-	clk.Fire(t, registrar.ReconcilePeriod, patience)
-	wantStage(t, r, registrar.StageSocketDirectoryMissing)
-	if code, body := get(r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "registration directory missing") {
+	c.clk.Fire(t, registrar.ReconcilePeriod, patience)
+	wantStage(t, c.r, registrar.StageSocketDirectoryMissing)
+	if code, body := get(c.r, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "registration directory missing") {
 		t.Errorf("/readyz = %d %q, want 503 naming the missing directory", code, body)
 	}
-	if l := lastLine(logs.String(), "registration socket not created"); !strings.Contains(l, "outcome=missing-directory") ||
+	if l := lastLine(c.logs.String(), "registration socket not created"); !strings.Contains(l, "outcome=missing-directory") ||
 		!strings.Contains(l, "plugins_registry") {
 		t.Errorf("log line %q does not name the fault and its fix", l)
 	}
-	if err := os.Mkdir(e.regDir, 0o750); err != nil {
+	if err := os.Mkdir(c.e.regDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	clk.Fire(t, time.Second, patience)
-	awaitStatus(t, r, "served in the new directory", servingNew(r, sock, "missing-directory", 1))
-	os.Remove(sock) // the new directory is watched: an event, no clock
-	awaitStatus(t, r, "re-created on the event", servingNew(r, sock, "deleted", 1))
+	c.clk.Fire(t, time.Second, patience)
+	awaitStatus(t, c.r, "served in the new directory", servingNew(c.r, c.sock, "missing-directory", 1))
+	os.Remove(c.sock) // the new directory is watched: an event, no clock
+	awaitStatus(t, c.r, "re-created on the event", servingNew(c.r, c.sock, "deleted", 1))
 }
 
 // quietKubelet gives the kubelet longer than a test advances the clock:
@@ -398,23 +374,17 @@ func TestNewErrorsNameOptions(t *testing.T) {
 // The reconcile's own GetInfo (after a watcher error) goes through our
 // socket but is not the kubelet's: it neither counts nor changes the stage.
 func rowSelfCheckIsNotTheKubelet(t *testing.T) {
-	e := newEnv(t)
-	var logs logBuffer
-	startStubDriver(t, e, stubName)
-	clk := registrar.NewFakeClock()
-	r, w := startWatched(t, clk, e, &logs)
-	sock := e.regSock(stubName)
-	awaitStatus(t, r, "registration socket", serving(sock))
-	registerNow(t, r, sock)
-	w.Errors <- fsnotify.ErrEventOverflow
-	awaitLog(t, &logs, "the reconcile done", logAtLeast("deep=true", 1))
-	w.Errors <- fsnotify.ErrEventOverflow // the loop took the first one: it is done with it
-	awaitLog(t, &logs, "a second reconcile", logCount("deep=true", 2))
-	if m := metric(r); !strings.Contains(m, "csi_registrar_getinfo_calls_total 1\n") ||
+	c := startWatched(t, nil)
+	registerNow(t, c.r, c.sock)
+	c.w.Errors <- fsnotify.ErrEventOverflow
+	awaitLog(t, c.logs, "the reconcile done", logAtLeast("deep=true", 1))
+	c.w.Errors <- fsnotify.ErrEventOverflow // the loop took the first one: it is done with it
+	awaitLog(t, c.logs, "a second reconcile", logCount("deep=true", 2))
+	if m := metric(c.r); !strings.Contains(m, "csi_registrar_getinfo_calls_total 1\n") ||
 		!strings.Contains(m, `csi_registrar_socket_creations_total{reason="start"} 1`) || !strings.Contains(m, `csi_registrar_socket_creations_total{reason="unresponsive"} 0`) {
 		t.Errorf("the self-check counted as the kubelet's GetInfo, or re-created the socket:\n%s", m)
 	}
-	if st := r.Status(); st.Stage != registrar.StageRegistered || st.Detail != "" {
+	if st := c.r.Status(); st.Stage != registrar.StageRegistered || st.Detail != "" {
 		t.Errorf("status %q after the self-checks, want registered", st)
 	}
 }
