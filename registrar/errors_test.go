@@ -67,14 +67,7 @@ func TestRunErrorKeepsPercentPath(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, err := registrar.New(registrar.Options{CSIAddress: path, KubeletRegistrationPath: "/k/csi.sock",
-		PluginRegistrationPath: e.regDir, Logger: testLogger(t, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	err = r.Run(ctx)
+	_, err := runUntilError(t, e, path)
 	var oe *registrar.OptionError
 	if !errors.As(err, &oe) || oe.Option != registrar.OptionCSIAddress || oe.Value != path {
 		t.Fatalf("Run = %#v, want an *OptionError of CSIAddress with the value %q", err, path)

@@ -105,6 +105,16 @@ func handoverKubeletRegisters(t *testing.T, n handoverNode, p *pod) {
 	wantRegistered(t, p)
 }
 
+// registeredNode is a new node with one pod, "a", registered through the
+// kubelet: where a rollout starts.
+func registeredNode(t *testing.T) (handoverNode, *pod) {
+	t.Helper()
+	n := newHandoverNode(t)
+	a := startPod(t, n, "a")
+	handoverKubeletRegisters(t, n, a)
+	return n, a
+}
+
 func wantLink(t *testing.T, n handoverNode, p *pod) {
 	t.Helper()
 	awaitDir(t, n.csiDir, patience, "the endpoint link pointing at "+p.name, func() bool { return n.linkTarget() == p.name+".sock" })
@@ -128,9 +138,7 @@ func wantNewestAgain(t *testing.T, p *pod) {
 // registration socket is the same file throughout, the endpoint follows
 // the newest driver, and the last pod to leave removes both.
 func TestHandoverRollout(t *testing.T) {
-	n := newHandoverNode(t)
-	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n, a)
+	n, a := registeredNode(t)
 	wantLink(t, n, a)
 	ino := inode(t, n.regSock())
 
@@ -173,9 +181,7 @@ func TestHandoverRollout(t *testing.T) {
 // rollout undo): the endpoint moves back, nothing is removed, and a later
 // pod takes the registration from the old one.
 func TestHandoverUndo(t *testing.T) {
-	n := newHandoverNode(t)
-	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n, a)
+	n, a := registeredNode(t)
 	ino := inode(t, n.regSock())
 	b := startPod(t, n, "b")
 	wantLink(t, n, b)
@@ -198,9 +204,7 @@ func TestHandoverUndo(t *testing.T) {
 // the swap; the link goes back to the old pod's driver with no kubelet
 // round, and forward again when the new driver is back.
 func TestHandoverNewerDriverDies(t *testing.T) {
-	n := newHandoverNode(t)
-	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n, a)
+	n, a := registeredNode(t)
 	b := startPod(t, n, "b")
 	wantLink(t, n, b)
 	b.driver.stop(t)
@@ -253,9 +257,7 @@ func TestHandoverReplacesDeadSocket(t *testing.T) {
 // registration socket: a new file at the path, which every instance
 // serves, and the kubelet registers the driver again.
 func TestHandoverReregister(t *testing.T) {
-	n := newHandoverNode(t)
-	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n, a)
+	n, a := registeredNode(t)
 	b := startPod(t, n, "b")
 	wantRegistered(t, b)
 	ino := inode(t, n.regSock())
@@ -277,9 +279,7 @@ func TestHandoverReregister(t *testing.T) {
 // TestHandoverUninstall: every pod stops at once (the DaemonSet deleted):
 // each learns the other stops too, and the socket and the link go.
 func TestHandoverUninstall(t *testing.T) {
-	n := newHandoverNode(t)
-	a := startPod(t, n, "a")
-	handoverKubeletRegisters(t, n, a)
+	n, a := registeredNode(t)
 	b := startPod(t, n, "b")
 	wantRegistered(t, b)
 	wantLink(t, n, b)

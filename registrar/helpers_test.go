@@ -166,6 +166,23 @@ func newRegistrar(t *testing.T, clk *registrar.FakeClock, e env, logs io.Writer,
 	return r
 }
 
+// runUntilError creates a registrar for e on the CSI address addr (the
+// kubelet's path to it a placeholder) and runs it; Run must return on its
+// own within patience, and runUntilError returns its result.
+func runUntilError(t *testing.T, e env, addr string) (*registrar.Registrar, error) {
+	t.Helper()
+	r := newRegistrar(t, nil, e, nil, func(o *registrar.Options) {
+		o.CSIAddress, o.KubeletRegistrationPath = addr, "/k/csi.sock"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	err := r.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Run did not return on its own within %s (Run = %v)", patience, err)
+	}
+	return r, err
+}
+
 // awaitStatus waits until r's Status satisfies cond, looking at it again at
 // each change (WatchStatus), and fails the test with the last Status it saw
 // after patience. cond may also read what the registrar changes before it

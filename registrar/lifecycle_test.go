@@ -74,14 +74,8 @@ func rowConnectionTimeout(t *testing.T) {
 func rowDriverAddressNotASocket(t *testing.T) {
 	e := newEnv(t)
 	os.WriteFile(e.driverSock, nil, 0o600)
-	r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: "/k/csi.sock",
-		PluginRegistrationPath: e.regDir, Logger: testLogger(t, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if err := r.Run(ctx); err == nil || !strings.Contains(err.Error(), "not a socket") || ctx.Err() != nil {
+	r, err := runUntilError(t, e, e.driverSock)
+	if err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("Run = %v, want an immediate 'not a socket' error", err)
 	}
 	wantStage(t, r, registrar.StageStopped)
@@ -255,17 +249,24 @@ func rowKubeletSilenceRecreatesSocket(t *testing.T) {
 	}
 }
 
+// startThenRenameDriver runs a registrar whose driver, named
+// one.example.com, exits once the registrar serves its socket and comes
+// back under name.
+func startThenRenameDriver(t *testing.T, name string) (env, *registrar.Registrar, running) {
+	t.Helper()
+	e := newEnv(t)
+	stop := serveNamedDriver(t, e.driverSock, &namedDriver{name: "one.example.com"})
+	r, run := startRegistrar(t, e, nil, nil)
+	awaitStatus(t, r, "socket for one", serving(e.regSock("one.example.com")))
+	stop()
+	serveNamedDriver(t, e.driverSock, &namedDriver{name: name})
+	return e, r, run
+}
+
 // Behaviour 8: the driver comes back under another name → the old socket
 // goes, the new name is registered.
 func rowDriverRenamed(t *testing.T) {
-	e := newEnv(t)
-	d := &namedDriver{name: "one.example.com"}
-	stop := serveNamedDriver(t, e.driverSock, d)
-	r, _ := startRegistrar(t, e, nil, nil)
-	awaitStatus(t, r, "socket for one", serving(e.regSock("one.example.com")))
-	stop()
-	d2 := &namedDriver{name: "two.example.com"}
-	serveNamedDriver(t, e.driverSock, d2)
+	e, r, _ := startThenRenameDriver(t, "two.example.com")
 	awaitStatus(t, r, "socket for two", serving(e.regSock("two.example.com")))
 	if _, err := os.Lstat(e.regSock("one.example.com")); err == nil {
 		t.Fatal("the old name's socket is still there")
@@ -279,13 +280,7 @@ func rowDriverRenamed(t *testing.T) {
 // Behaviour 8 with rule 2: a driver that comes back with an invalid name ends
 // Run with a validation error, and the old socket is removed.
 func rowDriverRenamedInvalid(t *testing.T) {
-	e := newEnv(t)
-	d := &namedDriver{name: "one.example.com"}
-	stop := serveNamedDriver(t, e.driverSock, d)
-	r, run := startRegistrar(t, e, nil, nil)
-	awaitStatus(t, r, "socket for one", serving(e.regSock("one.example.com")))
-	stop()
-	serveNamedDriver(t, e.driverSock, &namedDriver{name: "../../evil"})
+	e, r, run := startThenRenameDriver(t, "../../evil")
 	select {
 	case <-run.done:
 	case <-time.After(patience):

@@ -202,14 +202,7 @@ func rowDriverNameValidated(t *testing.T) {
 		t.Run(strings.ReplaceAll(name, "/", "|"), func(t *testing.T) {
 			e := newEnv(t)
 			serveNamedDriver(t, e.driverSock, &namedDriver{name: name})
-			r, err := registrar.New(registrar.Options{CSIAddress: e.driverSock, KubeletRegistrationPath: "/k/csi.sock",
-				PluginRegistrationPath: e.regDir, Logger: testLogger(t, nil)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), patience)
-			defer cancel()
-			err = r.Run(ctx)
+			r, err := runUntilError(t, e, e.driverSock)
 			if !csiplugin.IsValidationError(err) {
 				t.Fatalf("Run = %v, want a validation error", err)
 			}
