@@ -23,10 +23,7 @@ func TestListenCreatesModeAndRemovesOnClose(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x-reg.sock")
 	registrartest.StaleSocket(t, path)
-	s, err := sockfile.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustListen(t, path)
 	st, err := os.Lstat(path)
 	if err != nil || st.Mode().Type() != fs.ModeSocket || st.Mode().Perm() != sockfile.Mode {
 		t.Fatalf("socket = %v, %v; want a socket with mode %o", st.Mode(), err, sockfile.Mode)
@@ -53,10 +50,7 @@ func TestListenCreatesModeAndRemovesOnClose(t *testing.T) {
 // removed at Close.
 func TestIdentityIgnoresMetadata(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x-reg.sock")
-	s, err := sockfile.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustListen(t, path)
 	defer s.Close()
 	if err := os.Chmod(path, 0o640); err != nil {
 		t.Fatal(err)
@@ -84,10 +78,7 @@ func TestIdentityIgnoresMetadata(t *testing.T) {
 func TestCloseLeavesReplacedFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x-reg.sock")
-	s, err := sockfile.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustListen(t, path)
 	other := filepath.Join(dir, "other")
 	if err := os.WriteFile(other, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
@@ -153,10 +144,7 @@ func TestModeNeverFollowsSwappedSymlink(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if created == 0 {
-		t.Fatal("no Listen succeeded: the race was never run")
-	}
-	t.Logf("%d of %d Listen calls created a socket while the path was being swapped", created, iterations)
+	raceRan(t, created, iterations, "Listen created a socket while the path was being swapped")
 }
 
 // Issue 18 item 3: a stale socket is removed only after checking, through a
@@ -247,10 +235,7 @@ func TestStaleRemovalNeverDeletesExchangedFile(t *testing.T) {
 			}
 		}
 	}
-	if removed == 0 {
-		t.Fatal("no stale socket was ever taken over: the race was never run")
-	}
-	t.Logf("%d of %d rounds took over the stale socket while the path was being exchanged", removed, iterations)
+	raceRan(t, removed, iterations, "Listen took over the stale socket while the path was being exchanged")
 }
 
 func TestListenErrorKinds(t *testing.T) {
@@ -329,10 +314,7 @@ func TestListenErrorKinds(t *testing.T) {
 func TestCloseIsRemoveOfTheName(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.csi.example.com-reg.sock")
-	s, err := sockfile.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustListen(t, path)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		t.Fatal(err)
@@ -369,10 +351,7 @@ func TestCloseIsRemoveOfTheName(t *testing.T) {
 func TestListenAwaitsTheReleaseAfterTheUnlink(t *testing.T) {
 	platformtest.SkipUnderEmulation(t, "the release 20 ms after Listen began must come within the lock's 100 ms wait on the real clock; an emulated goroutine on a loaded machine ran later (seen on s390x)")
 	path := filepath.Join(t.TempDir(), "d-reg.sock")
-	old, err := sockfile.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := mustListen(t, path)
 	sockfile.UnlinkOnly(old)
 	released := make(chan struct{})
 	go func() {
@@ -391,4 +370,25 @@ func TestListenAwaitsTheReleaseAfterTheUnlink(t *testing.T) {
 	if _, err := sockfile.Listen(path); !errors.As(err, &le) || le.Kind != sockfile.KindInUse {
 		t.Fatalf("a second Listen at a served path: %v, want KindInUse", err)
 	}
+}
+
+// mustListen is sockfile.Listen(path), failing the test on an error.
+func mustListen(t *testing.T, path string) *sockfile.Socket {
+	t.Helper()
+	s, err := sockfile.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// raceRan ends a race test of rounds rounds in which n rounds did what the
+// race is about: it fails the test if none did (the race never ran), and
+// logs how many did.
+func raceRan(t *testing.T, n, rounds int, what string) {
+	t.Helper()
+	if n == 0 {
+		t.Fatalf("%s in none of %d rounds: the race was never run", what, rounds)
+	}
+	t.Logf("%s in %d of %d rounds", what, n, rounds)
 }
