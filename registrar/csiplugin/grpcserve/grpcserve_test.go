@@ -47,28 +47,30 @@ func stopWithin(t *testing.T, s *grpcserve.Serving, grace time.Duration) {
 	}
 }
 
-// Issue 18 item 1: a client that connects and sends nothing (no HTTP/2
-// preface) must not hold Stop: grpc's Stop and GracefulStop both wait for
-// the handshake, 120 s by default.
-func TestStopWithSilentConnection(t *testing.T) {
-	s, path := serve(t)
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
+// Issue 18 item 1: a client that holds a connection open must not hold
+// Stop. One that connects and sends nothing (no HTTP/2 preface): grpc's
+// Stop and GracefulStop both wait for the handshake, 120 s by default. A
+// call whose body never comes holds GracefulStop forever.
+func TestStopWithStuckClient(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		connect func(path string) (net.Conn, error)
+	}{
+		{"silent connection", func(path string) (net.Conn, error) { return net.Dial("unix", path) }},
+		{"held call", func(path string) (net.Conn, error) {
+			return registrartest.HoldCall(path, "/pluginregistration.Registration/GetInfo")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, path := serve(t)
+			conn, err := c.connect(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			stopWithin(t, s, 200*time.Millisecond)
+		})
 	}
-	defer c.Close()
-	stopWithin(t, s, 200*time.Millisecond)
-}
-
-// Issue 18 item 1: a call whose body never comes holds GracefulStop forever.
-func TestStopWithHeldCall(t *testing.T) {
-	s, path := serve(t)
-	c, err := registrartest.HoldCall(path, "/pluginregistration.Registration/GetInfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	stopWithin(t, s, 200*time.Millisecond)
 }
 
 // A server without such clients stops gracefully.
