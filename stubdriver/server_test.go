@@ -24,29 +24,26 @@ func wantCode(t *testing.T, what string, err error, want codes.Code) {
 }
 
 func TestIdentity(t *testing.T) {
-	t.Run("GetPluginInfo default name", func(t *testing.T) {
-		d := startDriver(t, stubdriver.Options{VendorVersion: "v1.2.3"})
-		rsp, err := d.identity().GetPluginInfo(bg, &csi.GetPluginInfoRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rsp.GetName() != stubdriver.DefaultName || rsp.GetVendorVersion() != "v1.2.3" {
-			t.Errorf("GetPluginInfo = %q %q, want %q %q", rsp.GetName(), rsp.GetVendorVersion(), stubdriver.DefaultName, "v1.2.3")
-		}
-		if len(rsp.GetManifest()) != 0 {
-			t.Errorf("manifest = %v, want none", rsp.GetManifest())
-		}
-	})
-	t.Run("GetPluginInfo given name", func(t *testing.T) {
-		d := startDriver(t, stubdriver.Options{Name: "other.csi.example.com"})
-		rsp, err := d.identity().GetPluginInfo(bg, &csi.GetPluginInfoRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rsp.GetName() != "other.csi.example.com" || rsp.GetVendorVersion() != "" {
-			t.Errorf("GetPluginInfo = %q %q, want %q and no version", rsp.GetName(), rsp.GetVendorVersion(), "other.csi.example.com")
-		}
-	})
+	for _, tc := range []struct {
+		name              string
+		opts              stubdriver.Options
+		wantName, version string
+	}{
+		{"GetPluginInfo default name", stubdriver.Options{VendorVersion: "v1.2.3"}, stubdriver.DefaultName, "v1.2.3"},
+		{"GetPluginInfo given name", stubdriver.Options{Name: "other.csi.example.com"}, "other.csi.example.com", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startDriver(t, tc.opts)
+			rsp, err := d.identity().GetPluginInfo(bg, &csi.GetPluginInfoRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rsp.GetName() != tc.wantName || rsp.GetVendorVersion() != tc.version || len(rsp.GetManifest()) != 0 {
+				t.Errorf("GetPluginInfo = %q %q %v, want %q %q and no manifest", rsp.GetName(), rsp.GetVendorVersion(),
+					rsp.GetManifest(), tc.wantName, tc.version)
+			}
+		})
+	}
 	t.Run("Probe", func(t *testing.T) {
 		d := startDriver(t, stubdriver.Options{})
 		rsp, err := d.identity().Probe(bg, &csi.ProbeRequest{})
