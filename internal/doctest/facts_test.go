@@ -23,6 +23,32 @@ const (
 // between <!-- readyz-stages --> markers.
 var stageLists = []string{"docs/operating.md", "docs/troubleshooting.md"}
 
+// A docList is a list the documentation keeps between <!-- id --> markers:
+// refs reads its names, what says what they are.
+type docList struct {
+	id, what string
+	refs     func(text string) []string
+}
+
+// The lists of the /readyz stages and of the e2e suite's tests.
+var (
+	stageList = docList{"readyz-stages", "/readyz stages", doctest.StageRefs}
+	testList  = docList{"e2e-tests", "e2e tests", doctest.TestRefs}
+)
+
+// compare logs the names of l in the file at path, called file, and
+// returns CompareList's verdict on them against code, which source holds.
+func (l docList) compare(t *testing.T, path, file string, code []string, source string) error {
+	t.Helper()
+	text, line, err := doctest.Section(path, l.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := l.refs(text)
+	t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
+	return doctest.CompareList(file, l.what, doc, code, source)
+}
+
 // TestDocsMetrics: every csi_registrar_* name in a Markdown file of the tree
 // is a metric registrar/metrics.go defines, and docs/operating.md (the
 // reference of the metrics) names every one of them.
@@ -62,13 +88,7 @@ func TestDocsReadyzStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, file := range stageLists {
-		text, line, err := doctest.Section(filepath.Join(root, file), "readyz-stages")
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc := doctest.StageRefs(text)
-		t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
-		if err := doctest.CompareList(file, "/readyz stages", doc, code, "registrar.Stage's strings ("+stagesSource+")"); err != nil {
+		if err := stageList.compare(t, filepath.Join(root, file), file, code, "registrar.Stage's strings ("+stagesSource+")"); err != nil {
 			t.Error(err)
 		}
 	}
@@ -82,13 +102,7 @@ func TestDocsE2ETests(t *testing.T) {
 		t.Fatal(err)
 	}
 	const file = "docs/development.md"
-	text, line, err := doctest.Section(filepath.Join(root, file), "e2e-tests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := doctest.TestRefs(text)
-	t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
-	if err := doctest.CompareList(file, "e2e tests", doc, code, "the func Test* of "+e2eDir+" (build tag "+e2eTag+")"); err != nil {
+	if err := testList.compare(t, filepath.Join(root, file), file, code, "the func Test* of "+e2eDir+" (build tag "+e2eTag+")"); err != nil {
 		t.Error(err)
 	}
 }
@@ -156,18 +170,10 @@ func TestFactsCaught(t *testing.T) {
 	if want := []string{"standing by", "waiting for driver"}; !slices.Equal(stages, want) {
 		t.Errorf("StageNames = %q, want %q", stages, want)
 	}
-	text, _, err := doctest.Section(p("stages.md"), "readyz-stages")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doctest.CompareList("stages.md", "/readyz stages", doctest.StageRefs(text), stages, "Stage"); err != nil {
+	if err := stageList.compare(t, p("stages.md"), "stages.md", stages, "Stage"); err != nil {
 		t.Errorf("right list: %v", err)
 	}
-	text, _, err = doctest.Section(p("stages-wrong.md"), "readyz-stages")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = doctest.CompareList("stages-wrong.md", "/readyz stages", doctest.StageRefs(text), stages, "Stage")
+	err = stageList.compare(t, p("stages-wrong.md"), "stages-wrong.md", stages, "Stage")
 	if err == nil || !strings.Contains(err.Error(), `names "waiting for kubelet", not in Stage`) || !strings.Contains(err.Error(), `misses "standing by"`) {
 		t.Errorf("a list with a stage too many and one missing: %v, want both named", err)
 	}
@@ -179,18 +185,10 @@ func TestFactsCaught(t *testing.T) {
 	if want := []string{"TestOne", "TestTwo"}; !slices.Equal(tests, want) {
 		t.Errorf("TestNames = %q, want %q (no TestMain, nothing of the bench tag)", tests, want)
 	}
-	text, _, err = doctest.Section(p("tests.md"), "e2e-tests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doctest.CompareList("tests.md", "e2e tests", doctest.TestRefs(text), tests, "e2e"); err != nil {
+	if err := testList.compare(t, p("tests.md"), "tests.md", tests, "e2e"); err != nil {
 		t.Errorf("right list: %v", err)
 	}
-	text, _, err = doctest.Section(p("tests-wrong.md"), "e2e-tests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = doctest.CompareList("tests-wrong.md", "e2e tests", doctest.TestRefs(text), tests, "e2e")
+	err = testList.compare(t, p("tests-wrong.md"), "tests-wrong.md", tests, "e2e")
 	if err == nil || !strings.Contains(err.Error(), `names "TestGone"`) || !strings.Contains(err.Error(), `misses "TestTwo"`) {
 		t.Errorf("a list with a test that is gone and one missing: %v, want both named", err)
 	}
