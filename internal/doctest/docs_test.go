@@ -102,24 +102,32 @@ func TestDocsTagged(t *testing.T) {
 	t.Logf("shell blocks: %d test, %d ci, %d illustrative", counts[doctest.Test], counts[doctest.CI], counts[doctest.Illustrative])
 }
 
+// checkEachInMarkdown checks with check each item that read finds in a
+// Markdown file of the tree (its errors name files relative to the root);
+// it returns how many it checked.
+func checkEachInMarkdown[T any](t *testing.T, read func(path string) ([]T, error), check func(root string, item T) error) int {
+	t.Helper()
+	n := 0
+	for _, file := range markdownFiles(t) {
+		items, err := read(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			n++
+			if err := check(root, it); err != nil {
+				t.Error(strings.ReplaceAll(err.Error(), root+"/", ""))
+			}
+		}
+	}
+	return n
+}
+
 // TestDocsLinks resolves every link of every Markdown file in the tree: files
 // and directories must exist, anchors must be headings of the page; external
 // links are checked for their form only (no network).
 func TestDocsLinks(t *testing.T) {
-	n := 0
-	for _, file := range markdownFiles(t) {
-		links, err := doctest.Links(filepath.Join(root, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range links {
-			n++
-			if err := doctest.CheckLink(root, l); err != nil {
-				t.Error(strings.Replace(err.Error(), root+"/", "", 1))
-			}
-		}
-	}
-	t.Logf("%d links checked", n)
+	t.Logf("%d links checked", checkEachInMarkdown(t, doctest.Links, doctest.CheckLink))
 }
 
 // ownRunner names the files whose test blocks another test runs, with the
