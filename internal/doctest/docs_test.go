@@ -240,6 +240,26 @@ func claimFiles(t *testing.T) []string {
 	return files
 }
 
+// checkClaims reads the claims of the file f of the tree with each of reads
+// and checks each with check; it returns how many it checked.
+func checkClaims[C any](t *testing.T, f string, check func(C) error, reads ...func(path string) ([]C, error)) int {
+	t.Helper()
+	n := 0
+	for _, read := range reads {
+		claims, err := read(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range claims {
+			if err := check(c); err != nil {
+				t.Error(err)
+			}
+		}
+		n += len(claims)
+	}
+	return n
+}
+
 // TestDocsClaims checks what the documentation (claimFiles) states about the
 // code: every flag default it states (tables with a "default" column,
 // "(default X)" and the other forms in prose) against the --help of the
@@ -284,42 +304,10 @@ func TestDocsClaims(t *testing.T) {
 	files := claimFiles(t)
 	nFlags, nTargets, nVars := 0, 0, 0
 	for _, f := range files {
-		fc, err := doctest.FlagClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kc, err := doctest.KubectlFlagClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fc = append(fc, kc...)
-		for _, c := range fc {
-			c.File = f
-			if err := c.Check(helps); err != nil {
-				t.Error(err)
-			}
-		}
-		mc, err := doctest.MakeClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range mc {
-			c.File = f
-			if err := c.Check(targets); err != nil {
-				t.Error(err)
-			}
-		}
-		vc, err := doctest.MakeVarClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range vc {
-			c.File = f
-			if err := c.Check(vars); err != nil {
-				t.Error(err)
-			}
-		}
-		nFlags, nTargets, nVars = nFlags+len(fc), nTargets+len(mc), nVars+len(vc)
+		// Errors name f as the tree calls it.
+		nFlags += checkClaims(t, f, func(c doctest.FlagClaim) error { c.File = f; return c.Check(helps) }, doctest.FlagClaims, doctest.KubectlFlagClaims)
+		nTargets += checkClaims(t, f, func(c doctest.MakeClaim) error { c.File = f; return c.Check(targets) }, doctest.MakeClaims)
+		nVars += checkClaims(t, f, func(c doctest.MakeVarClaim) error { c.File = f; return c.Check(vars) }, doctest.MakeVarClaims)
 	}
 	t.Logf("%d flag defaults and flags, %d make targets and %d make variables named in %d files, checked", nFlags, nTargets, nVars, len(files))
 
