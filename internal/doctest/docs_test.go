@@ -23,18 +23,19 @@ const root = "../.."
 // (whose block another test runs: ownRunner).
 func runFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"README.md", "CHANGELOG.md", "stubdriver/GUIDE.md"}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, e fs.DirEntry, err error) error {
-		if err == nil && !e.IsDir() && strings.HasSuffix(p, ".md") {
-			rel, _ := filepath.Rel(root, p)
-			files = append(files, filepath.ToSlash(rel))
+	return append([]string{"README.md", "CHANGELOG.md", "stubdriver/GUIDE.md"}, docsPages(t)...)
+}
+
+// docsPages are the Markdown files under docs/.
+func docsPages(t *testing.T) []string {
+	t.Helper()
+	var pages []string
+	for _, f := range markdownFiles(t) {
+		if strings.HasPrefix(f, "docs/") {
+			pages = append(pages, f)
 		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	return files
+	return pages
 }
 
 // markdownFiles are all the Markdown files of the tree (their links are checked).
@@ -231,13 +232,7 @@ func TestReadmeShort(t *testing.T) {
 // pages (README.md, CHANGELOG.md, docs/), the chart's README and the kind
 // READMEs.
 func claimFiles(t *testing.T) []string {
-	files := []string{"README.md", "CHANGELOG.md", "manifests/chart/README.md", "kind/e2e/README.md", "kind/localnode/README.md"}
-	for _, f := range runFiles(t) {
-		if strings.HasPrefix(f, "docs/") {
-			files = append(files, f)
-		}
-	}
-	return files
+	return append([]string{"README.md", "CHANGELOG.md", "manifests/chart/README.md", "kind/e2e/README.md", "kind/localnode/README.md"}, docsPages(t)...)
 }
 
 // checkClaims reads the claims of the file f of the tree with each of reads
