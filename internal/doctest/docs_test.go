@@ -255,6 +255,21 @@ func checkClaims[C any](t *testing.T, f string, check func(C) error, reads ...fu
 	return n
 }
 
+// readHelps puts in helps, by command, the flags of each of cmds as parse
+// reads them from `bin CMD --help`; a command without flags fails t.
+func readHelps(t *testing.T, helps map[string]map[string]doctest.FlagHelp, bin string, parse func(help string) map[string]doctest.FlagHelp, cmds ...string) {
+	t.Helper()
+	for _, cmd := range cmds {
+		out, err := exec.Command(bin, cmd, "--help").Output()
+		if err != nil {
+			t.Fatalf("%s %s --help: %v", filepath.Base(bin), cmd, err)
+		}
+		if helps[cmd] = parse(string(out)); len(helps[cmd]) == 0 {
+			t.Fatalf("%s %s --help: no flag found in\n%s", filepath.Base(bin), cmd, out)
+		}
+	}
+}
+
 // TestDocsClaims checks what the documentation (claimFiles) states about the
 // code: every flag default it states (tables with a "default" column,
 // "(default X)" and the other forms in prose) against the --help of the
@@ -269,25 +284,8 @@ func TestDocsClaims(t *testing.T) {
 	}
 	bin := filepath.Join(buildBinary(t, abs), "csi-registrar")
 	helps := map[string]map[string]doctest.FlagHelp{}
-	for _, cmd := range []string{"register", "driver", "doctor"} {
-		out, err := exec.Command(bin, cmd, "--help").Output()
-		if err != nil {
-			t.Fatalf("csi-registrar %s --help: %v", cmd, err)
-		}
-		if helps[cmd] = doctest.ParseHelp(string(out)); len(helps[cmd]) == 0 {
-			t.Fatalf("csi-registrar %s --help: no flag found in\n%s", cmd, out)
-		}
-	}
-	plugin := buildPlugin(t, abs)
-	for _, cmd := range []string{"status", "verify", "storage-e2e"} {
-		out, err := exec.Command(plugin, cmd, "--help").Output()
-		if err != nil {
-			t.Fatalf("kubectl-csi_registrar %s --help: %v", cmd, err)
-		}
-		if helps[cmd] = doctest.ParseCobraHelp(string(out)); len(helps[cmd]) == 0 {
-			t.Fatalf("kubectl-csi_registrar %s --help: no flag found in\n%s", cmd, out)
-		}
-	}
+	readHelps(t, helps, bin, doctest.ParseHelp, "register", "driver", "doctor")
+	readHelps(t, helps, buildPlugin(t, abs), doctest.ParseCobraHelp, "status", "verify", "storage-e2e")
 	vars := makeVars(t)
 	mk := exec.Command("make", "--no-print-directory", "-s", "help")
 	mk.Dir = abs
