@@ -74,29 +74,9 @@ func manifestArgs(t *testing.T, file string) []string {
 		t.Fatal(err)
 	}
 	for i, a := range args {
-		args[i] = expandKubernetes(a, env)
+		args[i] = driverspec.Expand(a, env) // $(NAME) as the kubelet expands it
 	}
 	return args
-}
-
-// expandKubernetes expands $(NAME) from env as the kubelet does for container
-// command and args; the one implementation is driverspec.Expand.
-func expandKubernetes(s string, env map[string]string) string { return driverspec.Expand(s, env) }
-
-func TestExpandKubernetes(t *testing.T) {
-	env := map[string]string{"A": "/x", "B": "y"}
-	for in, want := range map[string]string{
-		"--p=$(A)":       "--p=/x",
-		"$(A)/$(B)":      "/x/y",
-		"$(C)":           "$(C)",
-		"$$(A)":          "$(A)",
-		"cost $5":        "cost $5",
-		"$(unterminated": "$(unterminated",
-	} {
-		if got := expandKubernetes(in, env); got != want {
-			t.Errorf("expandKubernetes(%q) = %q, want %q", in, got, want)
-		}
-	}
 }
 
 // TestUpstreamManifests runs the args: lists of node-driver-registrar

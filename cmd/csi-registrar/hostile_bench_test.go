@@ -39,10 +39,7 @@ func TestBenchHealthUnderHostileConnections(t *testing.T) {
 	dir := benchDir(t)
 	driverSock := startBenchDriver(t, dir, "hostile.csi.example.com")
 	type result struct{ healthzP99, readyzP99, failed, openAt15, lastClose, hwm []float64 }
-	res := map[string]*result{}
-	for _, im := range ims {
-		res[im.name] = &result{}
-	}
+	res := perImpl[result](ims)
 	for i := range runs {
 		for _, im := range alternate(ims, i) {
 			regDir, regSock := benchRegDir(dir, im, i, "hostile.csi.example.com")

@@ -107,6 +107,16 @@ func oursBin(t *testing.T) string {
 }
 
 // impls returns ours and, when UPSTREAM_REGISTRAR is set, upstream.
+// perImpl is a zero R for each implementation, by its name: where a
+// figure gathers each one's results.
+func perImpl[R any](ims []impl) map[string]*R {
+	res := make(map[string]*R, len(ims))
+	for _, im := range ims {
+		res[im.name] = new(R)
+	}
+	return res
+}
+
 func impls(t *testing.T) []impl {
 	out := []impl{{name: "ours", bin: oursBin(t)}}
 	if u := os.Getenv("UPSTREAM_REGISTRAR"); u != "" {
@@ -833,10 +843,7 @@ func TestBenchGetInfoFlood(t *testing.T) {
 	dir := benchDir(t)
 	driverSock := startBenchDriver(t, dir, "flood.csi.example.com")
 	type result struct{ errors, p50, p99, max, growth, hwmGrowth, rate, cpuPerCall, cpuShare []float64 }
-	res := map[string]*result{}
-	for _, im := range ims {
-		res[im.name] = &result{}
-	}
+	res := perImpl[result](ims)
 	for i := range runs {
 		for _, im := range alternate(ims, i) {
 			regDir, regSock := benchRegDir(dir, im, i, "flood.csi.example.com")

@@ -96,7 +96,9 @@ func newRoot(code *int, stdout, stderr io.Writer) *cobra.Command {
 
 func statusCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 	config := genericclioptions.NewConfigFlags(true)
-	opts := clusterstatus.Options{ProxyTimeout: clusterstatus.DefaultProxyTimeout, ProxyConcurrency: clusterstatus.DefaultProxyConcurrency, Names: optionNames}
+	// Names: the argument and -o here, the other inputs as their flags are defined.
+	names := map[clusterstatus.Option]string{clusterstatus.OptionDriver: "DRIVER", clusterstatus.OptionFormat: "-o"}
+	opts := clusterstatus.Options{ProxyTimeout: clusterstatus.DefaultProxyTimeout, ProxyConcurrency: clusterstatus.DefaultProxyConcurrency, Names: names}
 	var watch, stats bool
 	cmd := &cobra.Command{
 		Use:   "status [DRIVER]",
@@ -169,21 +171,20 @@ missing permission).`,
 	config.AddFlags(f)
 	f.StringVarP(&opts.Format, "output", "o", "", "output format: wide, json or yaml (default: one row per driver)")
 	f.BoolVarP(&watch, "watch", "w", false, "after the answer, answer again on every change (rows that changed; json/yaml: whole documents)")
-	f.DurationVar(&opts.ProxyTimeout, "proxy-timeout", opts.ProxyTimeout, "deadline of each proxy call to a registrar or kubelet; one past it is reported as unknown")
-	f.IntVar(&opts.ProxyConcurrency, "proxy-concurrency", opts.ProxyConcurrency, "most proxy calls in flight")
+	f.DurationVar(&opts.ProxyTimeout, nameFlag(opts.Names, clusterstatus.OptionProxyTimeout, "proxy-timeout"), opts.ProxyTimeout, "deadline of each proxy call to a registrar or kubelet; one past it is reported as unknown")
+	f.IntVar(&opts.ProxyConcurrency, nameFlag(opts.Names, clusterstatus.OptionProxyConcurrency, "proxy-concurrency"), opts.ProxyConcurrency, "most proxy calls in flight")
 	f.BoolVar(&opts.NoProxy, "no-proxy", false, "make no proxy calls (reasons from the API objects only)")
 	f.BoolVar(&opts.KubeletState, "kubelet-state", false, "read each node's kubelet /metrics (get nodes/proxy) and show the registration paths it holds per driver: retired ones, paths dialed and never registered")
 	f.BoolVar(&stats, "stats", false, "print on stderr the API requests made and the wall time")
 	return cmd
 }
 
-// optionNames names the argument or flag that sets each input of
-// clusterstatus, for its errors to call it so.
-var optionNames = map[clusterstatus.Option]string{
-	clusterstatus.OptionDriver:           "DRIVER",
-	clusterstatus.OptionProxyTimeout:     "--proxy-timeout",
-	clusterstatus.OptionProxyConcurrency: "--proxy-concurrency",
-	clusterstatus.OptionFormat:           "-o",
+// nameFlag records, as a flag is defined, that flag sets the library's
+// input opt, for the library's errors to name the flag (Options.Names);
+// it returns flag.
+func nameFlag[O comparable](names map[O]string, opt O, flag string) string {
+	names[opt] = "--" + flag
+	return flag
 }
 
 // requestCounter counts the API requests, by kind.

@@ -14,7 +14,7 @@ import (
 
 func storageCommand(code *int, stdout, stderr io.Writer) *cobra.Command {
 	config := genericclioptions.NewConfigFlags(false)
-	opts := storagee2e.Options{Names: storageFlags}
+	opts := storagee2e.Options{Names: map[storagee2e.Option]string{}} // filled as the flags are defined
 	var verbosity int
 	cmd := &cobra.Command{
 		Use:   "storage-e2e --definition FILE",
@@ -95,35 +95,18 @@ the driver is not registered; 3 the suite could not run (the cluster, the build,
 	}
 	f := cmd.Flags()
 	config.AddFlags(f)
-	f.StringVar(&opts.Definition, "definition", "", "the driver's test-driver definition file (YAML or JSON of the suite's driverDefinition); required unless --build-only")
-	f.StringVar(&opts.E2EBinary, "e2e-binary", "", "Kubernetes' e2e test binary (e2e.test) at the cluster's release; none: built at it in --e2e-cache-dir, or taken from there")
-	f.StringVar(&opts.CacheDir, "e2e-cache-dir", "", "where built e2e test binaries are kept, one directory per release (none: $XDG_CACHE_HOME/csi-registrar/e2e, else ~/.cache/csi-registrar/e2e)")
-	f.BoolVar(&opts.BuildOnly, "build-only", false, "build the e2e test binary (or find it built), print its path and run nothing")
-	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", "", "with --build-only: the Kubernetes release to build (e.g. v1.37.2) instead of the cluster's; no cluster is asked")
-	f.StringVar(&opts.Focus, "focus", "", "a regular expression that narrows the definition's specs to those whose text matches it (after the \"External Storage [Driver: NAME]\" prefix)")
-	f.StringArrayVar(&opts.Skip, "skip", nil, "a regular expression of specs to skip, besides "+storagee2e.DefaultSkip+" (repeatable)")
-	f.StringVar(&opts.RepoList, "repo-list", "", "the suite's image repository list (KUBE_TEST_REPO_LIST): a YAML file mapping its registries to ones the cluster can pull from; none: $KUBE_TEST_REPO_LIST if set")
-	f.StringVar(&opts.Expected, "expected", "", "a file listing the specs that must pass, one full name a line (as the summary prints them)")
-	f.StringVar(&opts.OutDir, "out", "storage-e2e", "directory for e2e.log, report.json, junit_01.xml and summary.txt")
-	f.DurationVar(&opts.Timeout, "timeout", storagee2e.DefaultTimeout, "the suite's own timeout (ginkgo's); the run gives up 10 minutes after it")
-	f.DurationVar(&opts.RegisterTimeout, "register-timeout", storagee2e.DefaultRegisterTimeout, "how long to wait for the kubelets to have the driver registered before the suite starts")
+	f.StringVar(&opts.Definition, nameFlag(opts.Names, storagee2e.OptionDefinition, "definition"), "", "the driver's test-driver definition file (YAML or JSON of the suite's driverDefinition); required unless --build-only")
+	f.StringVar(&opts.E2EBinary, nameFlag(opts.Names, storagee2e.OptionE2EBinary, "e2e-binary"), "", "Kubernetes' e2e test binary (e2e.test) at the cluster's release; none: built at it in --e2e-cache-dir, or taken from there")
+	f.StringVar(&opts.CacheDir, nameFlag(opts.Names, storagee2e.OptionCacheDir, "e2e-cache-dir"), "", "where built e2e test binaries are kept, one directory per release (none: $XDG_CACHE_HOME/csi-registrar/e2e, else ~/.cache/csi-registrar/e2e)")
+	f.BoolVar(&opts.BuildOnly, nameFlag(opts.Names, storagee2e.OptionBuildOnly, "build-only"), false, "build the e2e test binary (or find it built), print its path and run nothing")
+	f.StringVar(&opts.KubernetesVersion, nameFlag(opts.Names, storagee2e.OptionKubernetesVersion, "kubernetes-version"), "", "with --build-only: the Kubernetes release to build (e.g. v1.37.2) instead of the cluster's; no cluster is asked")
+	f.StringVar(&opts.Focus, nameFlag(opts.Names, storagee2e.OptionFocus, "focus"), "", "a regular expression that narrows the definition's specs to those whose text matches it (after the \"External Storage [Driver: NAME]\" prefix)")
+	f.StringArrayVar(&opts.Skip, nameFlag(opts.Names, storagee2e.OptionSkip, "skip"), nil, "a regular expression of specs to skip, besides "+storagee2e.DefaultSkip+" (repeatable)")
+	f.StringVar(&opts.RepoList, nameFlag(opts.Names, storagee2e.OptionRepoList, "repo-list"), "", "the suite's image repository list (KUBE_TEST_REPO_LIST): a YAML file mapping its registries to ones the cluster can pull from; none: $KUBE_TEST_REPO_LIST if set")
+	f.StringVar(&opts.Expected, nameFlag(opts.Names, storagee2e.OptionExpected, "expected"), "", "a file listing the specs that must pass, one full name a line (as the summary prints them)")
+	f.StringVar(&opts.OutDir, nameFlag(opts.Names, storagee2e.OptionOutDir, "out"), "storage-e2e", "directory for e2e.log, report.json, junit_01.xml and summary.txt")
+	f.DurationVar(&opts.Timeout, nameFlag(opts.Names, storagee2e.OptionTimeout, "timeout"), storagee2e.DefaultTimeout, "the suite's own timeout (ginkgo's); the run gives up 10 minutes after it")
+	f.DurationVar(&opts.RegisterTimeout, nameFlag(opts.Names, storagee2e.OptionRegisterTimeout, "register-timeout"), storagee2e.DefaultRegisterTimeout, "how long to wait for the kubelets to have the driver registered before the suite starts")
 	f.IntVarP(&verbosity, "v", "v", 0, "log verbosity (stderr, klog's format): 1 adds the suite's command line")
 	return cmd
-}
-
-// storageFlags names the flag that sets each input of storagee2e, for its
-// errors to call it so.
-var storageFlags = map[storagee2e.Option]string{
-	storagee2e.OptionDefinition:        "--definition",
-	storagee2e.OptionE2EBinary:         "--e2e-binary",
-	storagee2e.OptionBuildOnly:         "--build-only",
-	storagee2e.OptionKubernetesVersion: "--kubernetes-version",
-	storagee2e.OptionCacheDir:          "--e2e-cache-dir",
-	storagee2e.OptionFocus:             "--focus",
-	storagee2e.OptionSkip:              "--skip",
-	storagee2e.OptionRepoList:          "--repo-list",
-	storagee2e.OptionExpected:          "--expected",
-	storagee2e.OptionOutDir:            "--out",
-	storagee2e.OptionTimeout:           "--timeout",
-	storagee2e.OptionRegisterTimeout:   "--register-timeout",
 }

@@ -23,18 +23,19 @@ const root = "../.."
 // (whose block another test runs: ownRunner).
 func runFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"README.md", "CHANGELOG.md", "stubdriver/GUIDE.md"}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, e fs.DirEntry, err error) error {
-		if err == nil && !e.IsDir() && strings.HasSuffix(p, ".md") {
-			rel, _ := filepath.Rel(root, p)
-			files = append(files, filepath.ToSlash(rel))
+	return append([]string{"README.md", "CHANGELOG.md", "stubdriver/GUIDE.md"}, docsPages(t)...)
+}
+
+// docsPages are the Markdown files under docs/.
+func docsPages(t *testing.T) []string {
+	t.Helper()
+	var pages []string
+	for _, f := range markdownFiles(t) {
+		if strings.HasPrefix(f, "docs/") {
+			pages = append(pages, f)
 		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	return files
+	return pages
 }
 
 // markdownFiles are all the Markdown files of the tree (their links are checked).
@@ -102,24 +103,32 @@ func TestDocsTagged(t *testing.T) {
 	t.Logf("shell blocks: %d test, %d ci, %d illustrative", counts[doctest.Test], counts[doctest.CI], counts[doctest.Illustrative])
 }
 
+// checkEachInMarkdown checks with check each item that read finds in a
+// Markdown file of the tree (its errors name files relative to the root);
+// it returns how many it checked.
+func checkEachInMarkdown[T any](t *testing.T, read func(path string) ([]T, error), check func(root string, item T) error) int {
+	t.Helper()
+	n := 0
+	for _, file := range markdownFiles(t) {
+		items, err := read(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			n++
+			if err := check(root, it); err != nil {
+				t.Error(strings.ReplaceAll(err.Error(), root+"/", ""))
+			}
+		}
+	}
+	return n
+}
+
 // TestDocsLinks resolves every link of every Markdown file in the tree: files
 // and directories must exist, anchors must be headings of the page; external
 // links are checked for their form only (no network).
 func TestDocsLinks(t *testing.T) {
-	n := 0
-	for _, file := range markdownFiles(t) {
-		links, err := doctest.Links(filepath.Join(root, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range links {
-			n++
-			if err := doctest.CheckLink(root, l); err != nil {
-				t.Error(strings.Replace(err.Error(), root+"/", "", 1))
-			}
-		}
-	}
-	t.Logf("%d links checked", n)
+	t.Logf("%d links checked", checkEachInMarkdown(t, doctest.Links, doctest.CheckLink))
 }
 
 // ownRunner names the files whose test blocks another test runs, with the
@@ -223,13 +232,42 @@ func TestReadmeShort(t *testing.T) {
 // pages (README.md, CHANGELOG.md, docs/), the chart's README and the kind
 // READMEs.
 func claimFiles(t *testing.T) []string {
-	files := []string{"README.md", "CHANGELOG.md", "manifests/chart/README.md", "kind/e2e/README.md", "kind/localnode/README.md"}
-	for _, f := range runFiles(t) {
-		if strings.HasPrefix(f, "docs/") {
-			files = append(files, f)
+	return append([]string{"README.md", "CHANGELOG.md", "manifests/chart/README.md", "kind/e2e/README.md", "kind/localnode/README.md"}, docsPages(t)...)
+}
+
+// checkClaims reads the claims of the file f of the tree with each of reads
+// and checks each with check; it returns how many it checked.
+func checkClaims[C any](t *testing.T, f string, check func(C) error, reads ...func(path string) ([]C, error)) int {
+	t.Helper()
+	n := 0
+	for _, read := range reads {
+		claims, err := read(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range claims {
+			if err := check(c); err != nil {
+				t.Error(err)
+			}
+		}
+		n += len(claims)
+	}
+	return n
+}
+
+// readHelps puts in helps, by command, the flags of each of cmds as parse
+// reads them from `bin CMD --help`; a command without flags fails t.
+func readHelps(t *testing.T, helps map[string]map[string]doctest.FlagHelp, bin string, parse func(help string) map[string]doctest.FlagHelp, cmds ...string) {
+	t.Helper()
+	for _, cmd := range cmds {
+		out, err := exec.Command(bin, cmd, "--help").Output()
+		if err != nil {
+			t.Fatalf("%s %s --help: %v", filepath.Base(bin), cmd, err)
+		}
+		if helps[cmd] = parse(string(out)); len(helps[cmd]) == 0 {
+			t.Fatalf("%s %s --help: no flag found in\n%s", filepath.Base(bin), cmd, out)
 		}
 	}
-	return files
 }
 
 // TestDocsClaims checks what the documentation (claimFiles) states about the
@@ -246,25 +284,8 @@ func TestDocsClaims(t *testing.T) {
 	}
 	bin := filepath.Join(buildBinary(t, abs), "csi-registrar")
 	helps := map[string]map[string]doctest.FlagHelp{}
-	for _, cmd := range []string{"register", "driver", "doctor"} {
-		out, err := exec.Command(bin, cmd, "--help").Output()
-		if err != nil {
-			t.Fatalf("csi-registrar %s --help: %v", cmd, err)
-		}
-		if helps[cmd] = doctest.ParseHelp(string(out)); len(helps[cmd]) == 0 {
-			t.Fatalf("csi-registrar %s --help: no flag found in\n%s", cmd, out)
-		}
-	}
-	plugin := buildPlugin(t, abs)
-	for _, cmd := range []string{"status", "verify", "storage-e2e"} {
-		out, err := exec.Command(plugin, cmd, "--help").Output()
-		if err != nil {
-			t.Fatalf("kubectl-csi_registrar %s --help: %v", cmd, err)
-		}
-		if helps[cmd] = doctest.ParseCobraHelp(string(out)); len(helps[cmd]) == 0 {
-			t.Fatalf("kubectl-csi_registrar %s --help: no flag found in\n%s", cmd, out)
-		}
-	}
+	readHelps(t, helps, bin, doctest.ParseHelp, "register", "driver", "doctor")
+	readHelps(t, helps, buildPlugin(t, abs), doctest.ParseCobraHelp, "status", "verify", "storage-e2e")
 	vars := makeVars(t)
 	mk := exec.Command("make", "--no-print-directory", "-s", "help")
 	mk.Dir = abs
@@ -276,42 +297,10 @@ func TestDocsClaims(t *testing.T) {
 	files := claimFiles(t)
 	nFlags, nTargets, nVars := 0, 0, 0
 	for _, f := range files {
-		fc, err := doctest.FlagClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kc, err := doctest.KubectlFlagClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fc = append(fc, kc...)
-		for _, c := range fc {
-			c.File = f
-			if err := c.Check(helps); err != nil {
-				t.Error(err)
-			}
-		}
-		mc, err := doctest.MakeClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range mc {
-			c.File = f
-			if err := c.Check(targets); err != nil {
-				t.Error(err)
-			}
-		}
-		vc, err := doctest.MakeVarClaims(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range vc {
-			c.File = f
-			if err := c.Check(vars); err != nil {
-				t.Error(err)
-			}
-		}
-		nFlags, nTargets, nVars = nFlags+len(fc), nTargets+len(mc), nVars+len(vc)
+		// Errors name f as the tree calls it.
+		nFlags += checkClaims(t, f, func(c doctest.FlagClaim) error { c.File = f; return c.Check(helps) }, doctest.FlagClaims, doctest.KubectlFlagClaims)
+		nTargets += checkClaims(t, f, func(c doctest.MakeClaim) error { c.File = f; return c.Check(targets) }, doctest.MakeClaims)
+		nVars += checkClaims(t, f, func(c doctest.MakeVarClaim) error { c.File = f; return c.Check(vars) }, doctest.MakeVarClaims)
 	}
 	t.Logf("%d flag defaults and flags, %d make targets and %d make variables named in %d files, checked", nFlags, nTargets, nVars, len(files))
 

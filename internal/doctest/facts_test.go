@@ -23,6 +23,52 @@ const (
 // between <!-- readyz-stages --> markers.
 var stageLists = []string{"docs/operating.md", "docs/troubleshooting.md"}
 
+// A docList is a list the documentation keeps between <!-- id --> markers:
+// refs reads its names, what says what they are.
+type docList struct {
+	id, what string
+	refs     func(text string) []string
+}
+
+// The lists of the /readyz stages and of the e2e suite's tests.
+var (
+	stageList = docList{"readyz-stages", "/readyz stages", doctest.StageRefs}
+	testList  = docList{"e2e-tests", "e2e tests", doctest.TestRefs}
+)
+
+// compare logs the names of l in the file at path, called file, and
+// returns CompareList's verdict on them against code, which source holds.
+func (l docList) compare(t *testing.T, path, file string, code []string, source string) error {
+	t.Helper()
+	text, line, err := doctest.Section(path, l.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := l.refs(text)
+	t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
+	return doctest.CompareList(file, l.what, doc, code, source)
+}
+
+// checkMarkdownRefs checks, with check, the names each Markdown file of the
+// tree uses (refs reads them) against code, which source holds; it returns
+// how many names it read.
+func checkMarkdownRefs(t *testing.T, refs func(text string) []string, check func(where, text string, code []string, source string) error,
+	code []string, source string) int {
+	t.Helper()
+	n := 0
+	for _, file := range markdownFiles(t) {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(refs(string(b)))
+		if err := check(file, string(b), code, source); err != nil {
+			t.Error(err)
+		}
+	}
+	return n
+}
+
 // TestDocsMetrics: every csi_registrar_* name in a Markdown file of the tree
 // is a metric registrar/metrics.go defines, and docs/operating.md (the
 // reference of the metrics) names every one of them.
@@ -32,26 +78,18 @@ func TestDocsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s defines %s", metricsSource, strings.Join(code, ", "))
-	n := 0
-	for _, file := range markdownFiles(t) {
-		b, err := os.ReadFile(filepath.Join(root, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(doctest.MetricRefs(string(b)))
-		if err := doctest.CheckMetricRefs(file, string(b), code, metricsSource); err != nil {
-			t.Error(err)
-		}
-		if file == "docs/operating.md" {
-			refs := doctest.MetricRefs(string(b))
-			for _, c := range code {
-				if !slices.Contains(refs, c) {
-					t.Errorf("docs/operating.md does not name %s, a metric of %s: add it to \"Metrics and alerts\"", c, metricsSource)
-				}
-			}
+	n := checkMarkdownRefs(t, doctest.MetricRefs, doctest.CheckMetricRefs, code, metricsSource)
+	t.Logf("%d metric names in Markdown files checked", n)
+	b, err := os.ReadFile(filepath.Join(root, "docs/operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := doctest.MetricRefs(string(b))
+	for _, c := range code {
+		if !slices.Contains(refs, c) {
+			t.Errorf("docs/operating.md does not name %s, a metric of %s: add it to \"Metrics and alerts\"", c, metricsSource)
 		}
 	}
-	t.Logf("%d metric names in Markdown files checked", n)
 }
 
 // TestDocsReadyzStages: each list of the /readyz stages names exactly the
@@ -62,13 +100,7 @@ func TestDocsReadyzStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, file := range stageLists {
-		text, line, err := doctest.Section(filepath.Join(root, file), "readyz-stages")
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc := doctest.StageRefs(text)
-		t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
-		if err := doctest.CompareList(file, "/readyz stages", doc, code, "registrar.Stage's strings ("+stagesSource+")"); err != nil {
+		if err := stageList.compare(t, filepath.Join(root, file), file, code, "registrar.Stage's strings ("+stagesSource+")"); err != nil {
 			t.Error(err)
 		}
 	}
@@ -82,13 +114,7 @@ func TestDocsE2ETests(t *testing.T) {
 		t.Fatal(err)
 	}
 	const file = "docs/development.md"
-	text, line, err := doctest.Section(filepath.Join(root, file), "e2e-tests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := doctest.TestRefs(text)
-	t.Logf("%s:%d: %s", file, line, strings.Join(doc, ", "))
-	if err := doctest.CompareList(file, "e2e tests", doc, code, "the func Test* of "+e2eDir+" (build tag "+e2eTag+")"); err != nil {
+	if err := testList.compare(t, filepath.Join(root, file), file, code, "the func Test* of "+e2eDir+" (build tag "+e2eTag+")"); err != nil {
 		t.Error(err)
 	}
 }
@@ -102,17 +128,7 @@ func TestDocsCaseNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, file := range markdownFiles(t) {
-		b, err := os.ReadFile(filepath.Join(root, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(doctest.CaseRefs(string(b)))
-		if err := doctest.CheckCaseRefs(file, string(b), code, casesDir+" and "+e2eDir); err != nil {
-			t.Error(err)
-		}
-	}
+	n := checkMarkdownRefs(t, doctest.CaseRefs, doctest.CheckCaseRefs, code, casesDir+" and "+e2eDir)
 	t.Logf("%d case names in Markdown files checked against %s", n, strings.Join(code, ", "))
 }
 
@@ -134,82 +150,77 @@ func TestFactsCaught(t *testing.T) {
 	})
 	p := func(name string) string { return filepath.Join(dir, name) }
 
-	metrics, err := doctest.MetricNames(p("metrics.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"csi_registrar_a_total", "csi_registrar_b"}; !slices.Equal(metrics, want) {
-		t.Errorf("MetricNames = %q, want %q", metrics, want)
-	}
-	if err := doctest.CheckMetricRefs("ok.md", "`csi_registrar_a_total{x}` and csi_registrar_b; the prefix csi_registrar_*", metrics, "metrics.go"); err != nil {
-		t.Errorf("right names: %v", err)
-	}
-	err = doctest.CheckMetricRefs("wrong.md", "`csi_registrar_b` and `csi_registrar_gone_total`", metrics, "metrics.go")
-	if err == nil || !strings.Contains(err.Error(), "csi_registrar_gone_total: no such metric") {
-		t.Errorf("a metric that does not exist: %v, want it named", err)
-	}
-
-	stages, err := doctest.StageNames(p("status.go"), "Stage")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"standing by", "waiting for driver"}; !slices.Equal(stages, want) {
-		t.Errorf("StageNames = %q, want %q", stages, want)
-	}
-	text, _, err := doctest.Section(p("stages.md"), "readyz-stages")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doctest.CompareList("stages.md", "/readyz stages", doctest.StageRefs(text), stages, "Stage"); err != nil {
-		t.Errorf("right list: %v", err)
-	}
-	text, _, err = doctest.Section(p("stages-wrong.md"), "readyz-stages")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = doctest.CompareList("stages-wrong.md", "/readyz stages", doctest.StageRefs(text), stages, "Stage")
-	if err == nil || !strings.Contains(err.Error(), `names "waiting for kubelet", not in Stage`) || !strings.Contains(err.Error(), `misses "standing by"`) {
-		t.Errorf("a list with a stage too many and one missing: %v, want both named", err)
-	}
-
-	tests, err := doctest.TestNames(p("e2e"), "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"TestOne", "TestTwo"}; !slices.Equal(tests, want) {
-		t.Errorf("TestNames = %q, want %q (no TestMain, nothing of the bench tag)", tests, want)
-	}
-	text, _, err = doctest.Section(p("tests.md"), "e2e-tests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doctest.CompareList("tests.md", "e2e tests", doctest.TestRefs(text), tests, "e2e"); err != nil {
-		t.Errorf("right list: %v", err)
-	}
-	text, _, err = doctest.Section(p("tests-wrong.md"), "e2e-tests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = doctest.CompareList("tests-wrong.md", "e2e tests", doctest.TestRefs(text), tests, "e2e")
-	if err == nil || !strings.Contains(err.Error(), `names "TestGone"`) || !strings.Contains(err.Error(), `misses "TestTwo"`) {
-		t.Errorf("a list with a test that is gone and one missing: %v, want both named", err)
-	}
-	cases, err := doctest.CaseNames(p("cases"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"1_deployed", "6_rollout"}; !slices.Equal(cases, want) {
-		t.Errorf("CaseNames = %q, want %q", cases, want)
+	// Names a page may use anywhere: the names its source gives, a page
+	// that uses them right, and one with a name that does not exist.
+	for _, tc := range []struct {
+		what         string
+		names        func() ([]string, error)
+		want         []string
+		check        func(where, text string, code []string, source string) error
+		source       string
+		right, wrong string
+		unknown      string
+	}{
+		{"metrics", func() ([]string, error) { return doctest.MetricNames(p("metrics.go")) },
+			[]string{"csi_registrar_a_total", "csi_registrar_b"}, doctest.CheckMetricRefs, "metrics.go",
+			"`csi_registrar_a_total{x}` and csi_registrar_b; the prefix csi_registrar_*",
+			"`csi_registrar_b` and `csi_registrar_gone_total`", "csi_registrar_gone_total: no such metric"},
+		{"cases", func() ([]string, error) { return doctest.CaseNames(p("cases")) },
+			[]string{"1_deployed", "6_rollout"}, doctest.CheckCaseRefs, "cases",
+			"`1_deployed`, then `6_rollout`",
+			"CI runs `6_rollout` and `6_rejection`", "6_rejection: no such case"},
+	} {
+		names, err := tc.names()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(names, tc.want) {
+			t.Errorf("%s: names %q, want %q", tc.what, names, tc.want)
+		}
+		if err := tc.check("ok.md", tc.right, names, tc.source); err != nil {
+			t.Errorf("%s: right names: %v", tc.what, err)
+		}
+		err = tc.check("wrong.md", tc.wrong, names, tc.source)
+		if err == nil || !strings.Contains(err.Error(), tc.unknown) {
+			t.Errorf("%s: a name that does not exist: %v, want %q", tc.what, err, tc.unknown)
+		}
 	}
 	if refs, want := doctest.CaseRefs("CI runs `6_rollout` and `6_rejection`, not 7_plain"), []string{"6_rollout", "6_rejection"}; !slices.Equal(refs, want) {
 		t.Errorf("CaseRefs = %q, want %q (code spans only)", refs, want)
 	}
-	if err := doctest.CheckCaseRefs("ok.md", "`1_deployed`, then `6_rollout`", cases, "cases"); err != nil {
-		t.Errorf("right names: %v", err)
-	}
-	err = doctest.CheckCaseRefs("wrong.md", "CI runs `6_rollout` and `6_rejection`", cases, "cases")
-	if err == nil || !strings.Contains(err.Error(), "6_rejection: no such case") {
-		t.Errorf("a case that does not exist: %v, want it named", err)
+
+	// Each list: the names its source gives, a page that lists them right,
+	// and one with a name too many and one missing.
+	for _, tc := range []struct {
+		list           docList
+		names          func() ([]string, error)
+		want           []string
+		source         string
+		right, wrong   string
+		extra, missing string
+	}{
+		{stageList, func() ([]string, error) { return doctest.StageNames(p("status.go"), "Stage") },
+			[]string{"standing by", "waiting for driver"}, "Stage",
+			"stages.md", "stages-wrong.md", `names "waiting for kubelet", not in Stage`, `misses "standing by"`},
+		// No TestMain, nothing of the bench tag.
+		{testList, func() ([]string, error) { return doctest.TestNames(p("e2e"), "e2e") },
+			[]string{"TestOne", "TestTwo"}, "e2e",
+			"tests.md", "tests-wrong.md", `names "TestGone"`, `misses "TestTwo"`},
+	} {
+		names, err := tc.names()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(names, tc.want) {
+			t.Errorf("%s: names %q, want %q", tc.list.what, names, tc.want)
+		}
+		if err := tc.list.compare(t, p(tc.right), tc.right, names, tc.source); err != nil {
+			t.Errorf("%s: right list: %v", tc.list.what, err)
+		}
+		err = tc.list.compare(t, p(tc.wrong), tc.wrong, names, tc.source)
+		if err == nil || !strings.Contains(err.Error(), tc.extra) || !strings.Contains(err.Error(), tc.missing) {
+			t.Errorf("%s: a list with a name too many and one missing: %v, want both named (%s, %s)", tc.list.what, err, tc.extra, tc.missing)
+		}
 	}
 	if _, _, err := doctest.Section(p("open.md"), "e2e-tests"); err == nil || !strings.Contains(err.Error(), "without <!-- /e2e-tests -->") {
 		t.Errorf("an unclosed section: %v, want it named", err)

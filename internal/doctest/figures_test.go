@@ -12,20 +12,7 @@ import (
 // of its sentence before it) links a section that gives them, in every
 // Markdown file of the tree.
 func TestDocsFigureLinks(t *testing.T) {
-	n := 0
-	for _, file := range markdownFiles(t) {
-		cites, err := doctest.FigureCites(filepath.Join(root, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cites {
-			n++
-			if err := doctest.CheckFigureCite(root, c); err != nil {
-				t.Error(strings.ReplaceAll(err.Error(), root+"/", ""))
-			}
-		}
-	}
-	t.Logf("%d links citing figures checked", n)
+	t.Logf("%d links citing figures checked", checkEachInMarkdown(t, doctest.FigureCites, doctest.CheckFigureCite))
 }
 
 // TestFigureLinksCaught: a link cites the figures of its sentence before

@@ -49,6 +49,17 @@ type fakeAPIServer struct {
 	paths         []string // requested, in order
 }
 
+// registeredDriver serves a healthy driver name on n and an API server
+// where node-1's kubelet registered it, with the driver's topology key: a
+// driver as deployed.
+func registeredDriver(t *testing.T, n *node, name string) *fakeAPIServer {
+	t.Helper()
+	n.healthyDriver(t, name)
+	api := newFakeAPIServer(t, "node-1")
+	api.registered(name, "node-1", "topology.example.com/zone")
+	return api
+}
+
 func newFakeAPIServer(t *testing.T, node string) *fakeAPIServer {
 	t.Helper()
 	f := &fakeAPIServer{token: "good-token", clientCA: newTestCA(t), node: node}
@@ -208,9 +219,7 @@ func (ca *testCA) issue(t *testing.T, cn string) (certPEM, keyPEM []byte) {
 func TestAPIHealthy(t *testing.T) {
 	t.Parallel()
 	n := newNode(t)
-	n.healthyDriver(t, "a.csi.example.com")
-	api := newFakeAPIServer(t, "node-1")
-	api.registered("a.csi.example.com", "node-1", "topology.example.com/zone")
+	api := registeredDriver(t, n, "a.csi.example.com")
 
 	cert, key := api.clientCA.issue(t, "system:node:node-1")
 	pki := filepath.Join(n.dir, "pki")

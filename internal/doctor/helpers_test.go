@@ -64,6 +64,16 @@ func (n *node) run(t *testing.T, o doctor.Options) *doctor.Report {
 // serve serves a gRPC server on a new unix socket at path until the test ends.
 func serve(t *testing.T, path string, register func(*grpc.Server)) {
 	t.Helper()
+	s := grpc.NewServer()
+	register(s)
+	serveOn(t, path, s.Serve, s.Stop)
+}
+
+// serveOn listens on a new unix socket at path and runs serveLn on it in a
+// goroutine until the test ends: then stop ends it and the test waits for
+// the goroutine.
+func serveOn(t *testing.T, path string, serveLn func(net.Listener) error, stop func()) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -71,15 +81,13 @@ func serve(t *testing.T, path string, register func(*grpc.Server)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer()
-	register(s)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Serve(ln)
+		serveLn(ln)
 	}()
 	t.Cleanup(func() {
-		s.Stop()
+		stop()
 		<-done
 	})
 }
@@ -243,18 +251,6 @@ func entry(t *testing.T, r *doctor.Report, path string) doctor.Entry {
 // connections and answers, but not gRPC.
 func serveHTTP1(t *testing.T, path string) {
 	t.Helper()
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &http.Server{Handler: http.NotFoundHandler()}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		s.Close()
-		<-done
-	})
+	serveOn(t, path, s.Serve, func() { s.Close() })
 }

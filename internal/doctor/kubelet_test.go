@@ -108,9 +108,7 @@ func TestKubeletThroughProxy(t *testing.T) {
 func TestKubeletForbidden(t *testing.T) {
 	t.Parallel()
 	n := newNode(t)
-	n.healthyDriver(t, "a.csi.example.com")
-	api := newFakeAPIServer(t, "node-1")
-	api.registered("a.csi.example.com", "node-1", "topology.example.com/zone")
+	api := registeredDriver(t, n, "a.csi.example.com")
 	api.metricsStatus = http.StatusForbidden
 	o := n.opts()
 	o.Kubeconfig = api.kubeconfig(t, t.TempDir(), "token: good-token")

@@ -39,12 +39,7 @@ func TestModeManifestsReferenceIsReady(t *testing.T) {
 
 func TestModeManifestsWithoutTheModeSaysWhatItNeeds(t *testing.T) {
 	f := checkModeManifests(specOf(t, "../../manifests/overlays/without-rolling-update"))
-	txt := strings.Join(f.Needs, "\n")
-	for _, want := range []string{"--rolling-update=$(POD_UID)", "maxSurge 1", "a CSI socket per pod"} {
-		if !strings.Contains(txt, want) {
-			t.Errorf("needs %q, want it to say %q", txt, want)
-		}
-	}
+	wantSays(t, "needs", strings.Join(f.Needs, "\n"), "--rolling-update=$(POD_UID)", "maxSurge 1", "a CSI socket per pod")
 	if f.Ports != "" || len(f.Blocking) > 0 {
 		t.Errorf("without the mode nothing blocks: %+v", f)
 	}

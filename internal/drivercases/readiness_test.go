@@ -53,34 +53,34 @@ func notFound(uids ...string) []kubeletlog.VolumeError {
 	return out
 }
 
+// wantSays fails t for each of wants that text, what it is, does not say.
+func wantSays(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s: %q\nwant it to say %q", what, text, want)
+		}
+	}
+}
+
 func TestAcrossTextNamesTheCauseAndTheFix(t *testing.T) {
 	g := acrossGroups{before: []string{"b1", "b2", "b3"}, during: []string{"d1", "d2", "d3"}}
 	every := teardown{Left: []string{"n/b1", "n/b2", "n/b3", "n/d1", "n/d2", "n/d3"}, Of: 6, Within: shortWait, Causes: notFound("b1", "b2", "b3", "d1", "d2", "d3")}
 	got := acrossText(every, g)
-	for _, want := range []string{
+	wantSays(t, "volumes in memory", got,
 		"NodeUnpublishVolume on the new instance returned NotFound for 6 of 6 volumes the old instance published (3 of 3 published before the new instance started, 3 of 3 while both instances ran)",
 		"6 volume(s): NotFound: volume id csi-",
 		"the driver keeps its volumes per instance; both instances must read and write the same node state",
-		ReadinessDoc,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("volumes in memory: %q\nwant it to say %q", got, want)
-		}
-	}
+		ReadinessDoc)
 	// Known when it started, unknown when published during the overlap:
 	// the driver reads the node's state once at start.
 	overlap := teardown{Left: []string{"n/d1", "n/d2", "n/d3"}, Of: 6, Within: shortWait, Causes: notFound("d1", "d2", "d3")}
 	got = acrossText(overlap, g)
-	for _, want := range []string{
+	wantSays(t, "state read at start", got,
 		"NodeUnpublishVolume on the new instance returned NotFound for 3 of 6 volumes the old instance published (0 of 3 published before the new instance started, 3 of 3 while both instances ran)",
 		"it reads the node's state once at start",
 		"read it on each call, not once at start",
-		ReadinessDoc,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("state read at start: %q\nwant it to say %q", got, want)
-		}
-	}
+		ReadinessDoc)
 	if strings.Contains(got, "keeps its volumes per instance") {
 		t.Errorf("state read at start, named as volumes per instance: %q", got)
 	}

@@ -66,22 +66,11 @@ type StepRun struct {
 func ReadStep(dir, step string) (StepRun, error) {
 	slug := Slug(step)
 	r := StepRun{Test: map[string][]string{}}
-	if b, err := os.ReadFile(filepath.Join(dir, slug+".rc")); err == nil {
-		rc, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			return r, fmt.Errorf("%s: %q is not an exit code", filepath.Join(dir, slug+".rc"), b)
-		}
-		r.Ran, r.RC = true, rc
-	} else if !os.IsNotExist(err) {
+	var err error
+	if r.RC, r.Ran, err = readNumber(filepath.Join(dir, slug+".rc"), "an exit code"); err != nil {
 		return r, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, slug+".skipped")); err == nil {
-		part, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			return r, fmt.Errorf("%s: %q is not a slice's number", filepath.Join(dir, slug+".skipped"), b)
-		}
-		r.Skipped, r.Part = true, part
-	} else if !os.IsNotExist(err) {
+	if r.Part, r.Skipped, err = readNumber(filepath.Join(dir, slug+".skipped"), "a slice's number"); err != nil {
 		return r, err
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, slug+".log")); err == nil {
@@ -95,6 +84,22 @@ func ReadStep(dir, step string) (StepRun, error) {
 		}
 	}
 	return r, nil
+}
+
+// readNumber reads the number a step's file holds (what names it in the
+// error); found is false, and no error, when there is no such file.
+func readNumber(path, what string) (n int, found bool, err error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+		return 0, false, fmt.Errorf("%s: %q is not %s", path, b, what)
+	}
+	return n, true, nil
 }
 
 // readTestJSON adds the pass, fail and skip actions of the top-level tests

@@ -1,6 +1,9 @@
 package proofmap
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -40,6 +43,24 @@ func TestVerdicts(t *testing.T) {
 		}
 		if got, why := Verdict(c.row, s); got != c.want {
 			t.Errorf("%s in %q: %s (%s), want %s", c.row.Proof, c.row.Step, got, why, c.want)
+		}
+	}
+}
+
+// TestReadStepBadNumber: a .rc or .skipped file that does not hold a number
+// is an error naming the file, its text and what it should be.
+func TestReadStepBadNumber(t *testing.T) {
+	for file, want := range map[string]string{
+		"make-e2e.rc":      "is not an exit code",
+		"make-e2e.skipped": "is not a slice's number",
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte("x1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadStep(dir, "make e2e")
+		if err == nil || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), `"x1\n"`) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s holding x1: %v, want an error naming it and saying it %s", file, err, want)
 		}
 	}
 }

@@ -250,15 +250,7 @@ func extract(t *testing.T, archive, dir string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", archive, err)
-		}
+	walkTar(t, archive, f, func(h *tar.Header, body io.Reader) {
 		name := filepath.Clean(h.Name)
 		if !filepath.IsLocal(name) {
 			t.Fatalf("%s: entry %q leaves the archive", archive, h.Name)
@@ -273,7 +265,7 @@ func extract(t *testing.T, archive, dir string) {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			b, err := io.ReadAll(tr)
+			b, err := io.ReadAll(body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -283,6 +275,23 @@ func extract(t *testing.T, archive, dir string) {
 		default:
 			t.Fatalf("%s: entry %q of type %c in an OCI layout", archive, h.Name, h.Typeflag)
 		}
+	})
+}
+
+// walkTar calls fn with each entry of the tar stream r and its contents;
+// name says whose stream it is in errors.
+func walkTar(t *testing.T, name string, r io.Reader, fn func(h *tar.Header, body io.Reader)) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fn(h, tr)
 	}
 }
 
@@ -356,22 +365,14 @@ func checkArchive(t *testing.T, archive, version, digest string, binaries map[st
 		}
 		files := map[string]*tar.Header{}
 		var bin []byte
-		tr := tar.NewReader(rc)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		walkTar(t, archive+" "+arch+" layer", rc, func(h *tar.Header, body io.Reader) {
 			files[h.Name] = h
 			if h.Name == "csi-registrar" {
-				if bin, err = io.ReadAll(tr); err != nil {
+				if bin, err = io.ReadAll(body); err != nil {
 					t.Fatal(err)
 				}
 			}
-		}
+		})
 		rc.Close()
 		reg, link := files["csi-registrar"], files["csi-node-driver-registrar"]
 		if len(files) != 2 || reg == nil || link == nil || reg.Typeflag != tar.TypeReg || reg.Mode&0o111 == 0 ||

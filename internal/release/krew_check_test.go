@@ -100,17 +100,9 @@ func checkPluginArchive(t *testing.T, name string, archive, bin, license []byte)
 	if err != nil {
 		t.Fatalf("%s: not gzip: %v", name, err)
 	}
-	tr := tar.NewReader(zr)
 	got := map[string][]byte{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		b, err := io.ReadAll(tr)
+	walkTar(t, name, zr, func(h *tar.Header, body io.Reader) {
+		b, err := io.ReadAll(body)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -118,7 +110,7 @@ func checkPluginArchive(t *testing.T, name string, archive, bin, license []byte)
 			t.Errorf("%s: %s is of type %c, mode %o: want regular files, %s executable", name, h.Name, h.Typeflag, h.Mode, PluginBin)
 		}
 		got[h.Name] = b
-	}
+	})
 	if len(got) != 2 || !bytes.Equal(got[PluginBin], bin) || !bytes.Equal(got[LicenseFile], license) {
 		names := make([]string, 0, len(got))
 		for n := range got {

@@ -160,6 +160,17 @@ func (n *handoverNode) registered(label string) time.Time {
 	return time.Now()
 }
 
+// overlap is a rollout's overlap: pod a registered, then pod b started and
+// the kubelet's endpoint reaching it; db is b's driver.
+func (n *handoverNode) overlap() (a, b *instance, db *driver) {
+	n.t.Helper()
+	a, _ = n.pod("a")
+	n.registered("a")
+	b, db = n.pod("b")
+	n.waitReaches("b")
+	return a, b, db
+}
+
 // handoverRows are the sequences; each returns when its last step is done,
 // and the kubelet's calls are counted over three of its rounds more.
 var handoverRows = []struct {
@@ -168,10 +179,7 @@ var handoverRows = []struct {
 	run  func(n *handoverNode) (reaches string)
 }{
 	{"rollout (maxSurge 1), twice", outcomes{{0, 0}}, func(n *handoverNode) string {
-		a, _ := n.pod("a")
-		n.registered("a")
-		b, _ := n.pod("b")
-		n.waitReaches("b")
+		a, b, _ := n.overlap()
 		waitStage(n.world, b, 10*time.Second, registrar.StageRegistered)
 		a.stop(n.t)
 		c, _ := n.pod("c")
@@ -181,10 +189,7 @@ var handoverRows = []struct {
 		return "c"
 	}},
 	{"undo mid-rollout (the new pod deleted)", outcomes{{0, 0}}, func(n *handoverNode) string {
-		n.pod("a")
-		n.registered("a")
-		b, _ := n.pod("b")
-		n.waitReaches("b")
+		_, b, _ := n.overlap()
 		b.stop(n.t)
 		return "a"
 	}},
@@ -199,20 +204,14 @@ var handoverRows = []struct {
 		return "b"
 	}},
 	{"kubelet restart while two instances run", outcomes{{1, 0}}, func(n *handoverNode) string {
-		a, _ := n.pod("a")
-		n.registered("a")
-		n.pod("b")
-		n.waitReaches("b")
+		a, _, _ := n.overlap()
 		n.restartKubelet(n.t)
 		n.eventually(15*time.Second, "registered again after the restart", func() bool { return n.h.count("register", "", time.Now().Add(-time.Minute)) > 1 })
 		a.stop(n.t)
 		return "b"
 	}},
 	{"the new driver dies after the swap (the fallback)", outcomes{{0, 0}}, func(n *handoverNode) string {
-		n.pod("a")
-		n.registered("a")
-		_, db := n.pod("b")
-		n.waitReaches("b")
+		_, _, db := n.overlap()
 		db.srv.Stop()
 		return "a"
 	}},

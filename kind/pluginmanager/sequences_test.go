@@ -17,6 +17,17 @@ import (
 // successor wait, 5 s, and a take-back's round).
 const liveRounds = 15
 
+// rollOntoB starts pod b's registrar, on driver bd, next to the serving
+// pod a, and waits until the kubelet, its rounds settled, holds b's
+// endpoint: where both sequences start.
+func (w *world) rollOntoB(t *testing.T, bd *driver) {
+	t.Helper()
+	w.startPod("b", bd, "pod-b")
+	w.waitEndpoint(registerWait, "b")
+	w.pm.waitRounds(t, settleRounds)
+	w.waitEndpoint(5*time.Second, "b")
+}
+
 // TestLateConfirmationAtLeave (F2): A and B run, B (newer) holds the
 // registration. The kubelet restarts; its registration of what A serves is
 // under way (GetInfo answered, no Notify yet) when A's pod is deleted, and
@@ -30,11 +41,7 @@ func TestLateConfirmationAtLeave(t *testing.T) {
 	ad, bd := w.podDriver("a"), w.podDriver("b")
 	a := w.startPod("a", ad, "pod-a")
 	w.waitEndpoint(registerWait, "a")
-	b := w.startPod("b", bd, "pod-b")
-	w.waitEndpoint(registerWait, "b")
-	w.pm.waitRounds(t, settleRounds)
-	w.waitEndpoint(5*time.Second, "b")
-	_ = b
+	w.rollOntoB(t, bd)
 
 	// The kubelet restarts. Its registration of the one socket is held
 	// after GetInfo.
@@ -94,11 +101,7 @@ func TestDeadSocketAfterKubeletRestart(t *testing.T) {
 	ad, bd := w.podDriver("a"), w.podDriver("b")
 	a := startChild(t, "a", w.podOptions(ad, "pod-a"))
 	w.waitEndpoint(registerWait, "a")
-	b := w.startPod("b", bd, "pod-b")
-	w.waitEndpoint(registerWait, "b")
-	w.pm.waitRounds(t, settleRounds)
-	w.waitEndpoint(5*time.Second, "b")
-	_ = b
+	w.rollOntoB(t, bd)
 
 	// The kubelet restarts and registers the one socket; A dies as the
 	// handler registered it.
