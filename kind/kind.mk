@@ -75,7 +75,7 @@ E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_NRC_ARCHIVE=
 FLAKE_RUNS ?= 10
 FLAKE_KINDS ?= e2e verify
 .PHONY: flake-check
-flake-check: ## make e2e's tests and R2/R5 on manifests/ FLAKE_RUNS (10) times each on the local node (~1 h warm), the failure rate per test
+flake-check: ## make e2e's tests and R2/R5 on manifests/ FLAKE_RUNS (10) times each on the local node (~75 min warm), the failure rate per test
 	FLAKE_RUNS=$(FLAKE_RUNS) FLAKE_KINDS="$(FLAKE_KINDS)" bash kind/e2e/flake-check.sh
 
 # The suite on every Kubernetes version the local node supports, oldest first, under
