@@ -405,6 +405,10 @@ func (h *handoverLoop) onPeer(ev instanceEvent) {
 			h.serve(ev.reg)
 			h.foreign = false
 		}
+		if !h.about(m) {
+			h.log.Info("ignored a peer's word on the kubelet's verdict: it is about a registration socket since replaced", "peer", pe.driver)
+			return
+		}
 		if m.Registered != h.registered || m.Rejected != h.rejected {
 			h.registered, h.rejected = m.Registered, m.Rejected
 			h.sendAll(h.state(), nil, pe)
@@ -493,7 +497,20 @@ func (h *handoverLoop) signalC() <-chan struct{} {
 
 // state is this instance's part of a message.
 func (h *handoverLoop) state() handoff.Message {
-	return handoff.Message{Driver: h.own, Registered: h.registered, Rejected: h.rejected, Foreign: h.foreign}
+	m := handoff.Message{Driver: h.own, Registered: h.registered, Rejected: h.rejected, Foreign: h.foreign}
+	if h.reg != nil {
+		m.About = h.reg.ID
+	}
+	return m
+}
+
+// about reports whether m's verdict is about the registration socket this
+// instance serves. A verdict the sender sent before a re-announced socket
+// reached it (the two messages crossed) is about the file replaced: the
+// kubelet has said nothing yet on the new one. A message about no socket
+// in particular (the sender holds none) counts.
+func (h *handoverLoop) about(m handoff.Message) bool {
+	return m.About == (handoff.FileID{}) || h.reg == nil || m.About == h.reg.ID
 }
 
 // sendAll sends m (with reg's descriptor when not nil) to every peer but skip.

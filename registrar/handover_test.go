@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/csi-registrar/csi-registrar/registrar"
+	"github.com/csi-registrar/csi-registrar/registrar/handoff"
 	"github.com/csi-registrar/csi-registrar/registrar/registrartest"
 	"github.com/csi-registrar/csi-registrar/stubdriver"
 )
@@ -310,4 +312,70 @@ func TestHandoverRegistersAgainWhenUnheard(t *testing.T) {
 		return err == nil && st.Sys().(*syscall.Stat_t).Ino != ino
 	})
 	handoverKubeletRegisters(t, n, a)
+}
+
+// TestHandoverStaleVerdict: a peer's word that the kubelet confirmed the
+// registration, sent before the peer received a re-announced socket (the
+// two messages crossed), is about the socket replaced. The instance that
+// re-announced keeps waiting for the kubelet on the new one instead of
+// reporting a registration nobody confirmed there.
+func TestHandoverStaleVerdict(t *testing.T) {
+	n, a := registeredNode(t)
+	peer, err := handoff.Dial(filepath.Join(n.csiDir, ".csi-registrar-handover.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	peer.SetDeadline(time.Now().Add(patience))
+	// Join as a newer instance: a hands over its copy of the socket.
+	if err := peer.Send(handoff.Message{Driver: "b.sock"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	old := recvSocket(t, peer, "a's offer")
+	defer old.Close()
+	if err := a.r.Reregister("test: CSINode lost"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := recvSocket(t, peer, "the re-announced socket")
+	defer fresh.Close()
+	if fresh.ID == old.ID {
+		t.Fatalf("the re-announced socket has the old identity %v", old.ID)
+	}
+	// The peer's confirmation on the old socket, as if sent before the new
+	// one arrived; then a Leaving, whose answer shows a handled both.
+	if err := peer.Send(handoff.Message{Driver: "b.sock", Registered: true, About: old.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Send(handoff.Message{Driver: "b.sock", Leaving: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, s, err := peer.Recv()
+		if s != nil {
+			s.Close()
+		}
+		if err != nil {
+			t.Fatalf("waiting for a's answer to Leaving: %v", err)
+		}
+		if m.Staying {
+			break
+		}
+	}
+	if st := a.r.Status(); st.Stage != registrar.StageWaitingForKubelet {
+		t.Fatalf("after a stale confirmation, a reports %q; want %q until the kubelet confirms the new socket", st, registrar.StageWaitingForKubelet)
+	}
+}
+
+// recvSocket reads p's messages until one carries a registration socket.
+func recvSocket(t *testing.T, p *handoff.Peer, what string) *handoff.Socket {
+	t.Helper()
+	for {
+		_, s, err := p.Recv()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if s != nil {
+			return s
+		}
+	}
 }

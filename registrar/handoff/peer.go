@@ -25,6 +25,11 @@ type Message struct {
 	Registered bool `json:"registered,omitempty"`
 	// Rejected is the kubelet's last error, when it refused the registration.
 	Rejected string `json:"rejected,omitempty"`
+	// About is the identity of the registration socket that Registered and
+	// Rejected are about: the one the sender served when it sent them. It
+	// is zero when the sender serves none (and from a sender that predates
+	// the field).
+	About FileID `json:"about,omitzero"`
 	// Foreign: the sender holds no registration socket because another
 	// process (node-driver-registrar) serves the path; the receiver waits
 	// for that path to be freed as well.
