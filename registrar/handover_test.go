@@ -38,6 +38,9 @@ func newHandoverNode(t *testing.T) handoverNode {
 func (n handoverNode) regSock() string      { return filepath.Join(n.regDir, handoverDriver+"-reg.sock") }
 func (n handoverNode) link() string         { return filepath.Join(n.csiDir, "csi-endpoint.sock") }
 func (n handoverNode) sock(p string) string { return filepath.Join(n.csiDir, p+".sock") }
+func (n handoverNode) rendezvous() string {
+	return filepath.Join(n.csiDir, ".csi-registrar-handover.sock")
+}
 
 // linkTarget is the endpoint link's target, "" without one.
 func (n handoverNode) linkTarget() string {
@@ -321,7 +324,7 @@ func TestHandoverRegistersAgainWhenUnheard(t *testing.T) {
 // reporting a registration nobody confirmed there.
 func TestHandoverStaleVerdict(t *testing.T) {
 	n, a := registeredNode(t)
-	peer, err := handoff.Dial(filepath.Join(n.csiDir, ".csi-registrar-handover.sock"))
+	peer, err := handoff.Dial(n.rendezvous())
 	if err != nil {
 		t.Fatal(err)
 	}
