@@ -72,11 +72,14 @@ E2E_KIND_RUN = env E2E_IMAGE_ARCHIVE=$(CURDIR)/$(E2E_IMAGE_TAR) E2E_NRC_ARCHIVE=
 
 # make e2e's tests and verify's R2 and R5 on manifests/ FLAKE_RUNS times each (kind/e2e/flake-check.sh), the
 # failure rate per test at the end; each run's output in bin/flake/. Every make target it runs takes the lock.
+# It wants FLAKE_MIN_FREE_GIB free on each filesystem the runs write to, before each run (a full disk fails runs
+# for the machine, not for a test).
 FLAKE_RUNS ?= 10
 FLAKE_KINDS ?= e2e verify
+FLAKE_MIN_FREE_GIB ?= 10
 .PHONY: flake-check
 flake-check: ## make e2e's tests and R2/R5 on manifests/ FLAKE_RUNS (10) times each on the local node (~75 min warm), the failure rate per test
-	FLAKE_RUNS=$(FLAKE_RUNS) FLAKE_KINDS="$(FLAKE_KINDS)" bash kind/e2e/flake-check.sh
+	FLAKE_RUNS=$(FLAKE_RUNS) FLAKE_KINDS="$(FLAKE_KINDS)" FLAKE_MIN_FREE_GIB=$(FLAKE_MIN_FREE_GIB) bash kind/e2e/flake-check.sh
 
 # The suite on every Kubernetes version the local node supports, oldest first, under
 # one hold of the node's lock; the table goes to bin/e2e/matrix/table.md.

@@ -5,6 +5,8 @@
 # (<kind>-<n>.log, .rc) stay in bin/flake/.
 #   FLAKE_RUNS=10 [FLAKE_KINDS="e2e verify"] bash kind/e2e/flake-check.sh      (from the Makefile: make flake-check)
 # FLAKE_KINDS: which kinds of run (both by default; one, to repeat only that part).
+# FLAKE_MIN_FREE_GIB: the free space (GiB, 10 by default) it wants before each run on every filesystem the runs
+# write to (below). It refuses to start with less, and stops the runs when a run leaves less.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 runs=${FLAKE_RUNS:-10}
@@ -13,15 +15,46 @@ kinds=" ${FLAKE_KINDS:-e2e verify} "
 for k in $kinds; do
   [[ $k == e2e || $k == verify ]] || { echo "FLAKE_KINDS=${FLAKE_KINDS}: $k is not a kind of run: want e2e, verify or both" >&2; exit 2; }
 done
+min_gib=${FLAKE_MIN_FREE_GIB:-10}
+[[ $min_gib =~ ^[0-9]+$ ]] || { echo "FLAKE_MIN_FREE_GIB=$min_gib: want a whole number of GiB, e.g. 10" >&2; exit 2; }
+# What the runs write to: the local node's images, containerd and etcd (its cache root), the kubelet's root dir,
+# the Go build cache, and the runs' logs here. On a full disk the kubelet reports DiskPressure, refuses pods and
+# removes images, which cannot be pulled again here: runs fail for the machine, not for a test.
+node_root=$(bash -c 'source kind/localnode/env.sh >/dev/null 2>&1; echo "$LOCALNODE_ROOT"')
+# mounts: the filesystems the runs write to, once each (a path not made yet: its nearest existing parent's).
+mounts() {
+  local p
+  for p in "$node_root" /var/lib/kubelet "$(go env GOCACHE)" .; do
+    until [[ -e $p ]]; do p=$(dirname "$p"); done
+    df -Pk -- "$p" | awk 'NR == 2 { print $6 }'
+  done | sort -u
+}
+# room: each of those filesystems and its free space; short: those with less than min_gib free (empty: none).
+room() { mounts | while read -r m; do df -Pk -- "$m" | awk 'NR == 2 { printf "%s %.1f GiB free; ", $6, $4 / 1048576 }'; done; }
+short() { mounts | while read -r m; do df -Pk -- "$m" | awk -v min="$min_gib" 'NR == 2 && $4 < min * 1048576 { printf "%s has %.1f GiB free; ", $6, $4 / 1048576 }'; done; }
+fix="a full disk fails runs for the machine, not for a test (DiskPressure): free space (old clones and their caches,
+  go clean -cache, make local-purge) or, if you know the runs fit, lower FLAKE_MIN_FREE_GIB"
+if [[ -n $(short) ]]; then
+  echo "flake-check: not started: $(short)want at least FLAKE_MIN_FREE_GIB=$min_gib GiB on each; $fix" >&2
+  exit 2
+fi
+# enough_room: true when every filesystem has min_gib free; else it says so, and the runs stop.
+stopped=
+enough_room() {
+  [[ -z $(short) ]] && return 0
+  stopped="before $1: $(short)want at least FLAKE_MIN_FREE_GIB=$min_gib GiB on each"
+  echo "flake-check: runs stopped $stopped; $fix" >&2
+  return 1
+}
 out=bin/flake
 rm -rf "$out" && mkdir -p "$out"
 t0=$(date +%s)
 for i in $(seq 1 "$runs"); do
-  [[ $kinds == *" e2e "* ]] || break
+  [[ $kinds == *" e2e "* ]] && enough_room "make e2e's run $i" || break
   s=$(date +%s)
   make --no-print-directory e2e E2E_KEEP=1 >"$out/e2e-$i.log" 2>&1
   echo $? >"$out/e2e-$i.rc"
-  echo "flake-check: make e2e, run $i of $runs: exit $(<"$out/e2e-$i.rc"), $(( $(date +%s) - s )) s"
+  echo "flake-check: make e2e, run $i of $runs: exit $(<"$out/e2e-$i.rc"), $(( $(date +%s) - s )) s; $(room)"
   go tool test2json -p e2e <"$out/e2e-$i.log" >"$out/e2e-$i.json"
 done
 # The suite kept its deployment of manifests/ (E2E_KEEP=1), and verify refuses a cluster where the driver under
@@ -31,13 +64,17 @@ if [[ $kinds == *" e2e "* ]]; then
   make --no-print-directory local-purge >"$out/purge-e2e.log" 2>&1 || echo "flake-check: the local node was not purged: see $out/purge-e2e.log" >&2
 fi
 for i in $(seq 1 "$runs"); do
-  [[ $kinds == *" verify "* ]] || break
+  [[ $kinds == *" verify "* && -z $stopped ]] && enough_room "verify's run $i" || break
   s=$(date +%s)
   make --no-print-directory e2e-driver E2E_KEEP=1 DRIVER=manifests \
     VERIFY_ARGS='--case R2_volumes_across_instances --case R5_newer_driver_fails' >"$out/verify-$i.log" 2>&1
   echo $? >"$out/verify-$i.rc"
-  echo "flake-check: R2 and R5 on manifests/, run $i of $runs: exit $(<"$out/verify-$i.rc"), $(( $(date +%s) - s )) s"
+  echo "flake-check: R2 and R5 on manifests/, run $i of $runs: exit $(<"$out/verify-$i.rc"), $(( $(date +%s) - s )) s; $(room)"
 done
 make --no-print-directory local-down >"$out/down.log" 2>&1 || echo "flake-check: the local node did not go down: see $out/down.log" >&2
 echo "flake-check: $runs runs each in $(( $(date +%s) - t0 )) s"
 go run ./internal/proofmap/cmd/flaketally "$out"
+rc=$?
+# Runs stopped for room count neither way: the tally above holds only those that ran, and the check fails.
+[[ -z $stopped ]] || { echo "flake-check: incomplete: runs stopped $stopped" >&2; exit 2; }
+exit $rc
