@@ -2,6 +2,7 @@ package drivercases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -119,11 +120,8 @@ func (s *suite) servingProbe(ctx context.Context, pod *corev1.Pod, sock string) 
 				return false, "", err
 			}
 			out, err := ex.ExecIn(ctx, from.Namespace, from.Name, s.d.spec.Registrar, "/csi-registrar", "probe", "--csi-address="+inContainer, "--timeout=1s")
-			switch {
-			case VerifysOwn(err):
-				return false, "", err
-			case err != nil:
-				return false, strings.TrimSpace(out + " " + err.Error()), nil
+			if err != nil {
+				return false, strings.TrimSpace(out + " " + err.Error()), probeOwn(from, err)
 			}
 			return true, "", nil
 		}
@@ -144,6 +142,23 @@ func (s *suite) servingProbe(ctx context.Context, pod *corev1.Pod, sock string) 
 		}
 		return true, "", nil
 	}, "a process of the pod listens on it"
+}
+
+// probeOwn returns the error of a probe run in pod from's registrar
+// container when it is verify's own trouble, not the driver's answer: a
+// VerifyError, or a probe killed (exit 137, SIGKILL) in a pod being deleted,
+// whose container stopped under it (the pod under test may be the only one
+// on its node whose registrar the API reports running, until the next
+// starts). Else nil: the probe's exit is the driver's answer.
+func probeOwn(from *corev1.Pod, err error) error {
+	var exit interface{ ExitStatus() int }
+	switch {
+	case VerifysOwn(err):
+		return err
+	case from.DeletionTimestamp != nil && errors.As(err, &exit) && exit.ExitStatus() == 128+9:
+		return &VerifyError{Err: fmt.Errorf("the probe was killed with the registrar container it ran in, of pod %s, which is being deleted: %w", from.Name, err)}
+	}
+	return nil
 }
 
 // registrarOn returns a pod of the workload on node whose registrar
