@@ -1,7 +1,6 @@
 package kind_test
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,14 +23,7 @@ func flakeCheck(t *testing.T, env ...string) (stderr string, code int, makeCalle
 	cmd.Env = append(os.Environ(), append([]string{"PATH=" + shims + ":" + os.Getenv("PATH"), "FLAKE_RUNS=1"}, env...)...)
 	var errb strings.Builder
 	cmd.Stderr = &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("bash: %v", err)
-	}
+	code = exitCode(t, cmd.Run())
 	return errb.String(), code, makeCalled
 }
 

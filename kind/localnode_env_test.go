@@ -15,14 +15,21 @@ func sourceEnv(t *testing.T, k8s string) (out string, code int) {
 	cmd := exec.Command("bash", "-c", `source localnode/env.sh && echo "dir=${K8SBUILD_DIR##*/} version=$K8S_VERSION toolchain=$K8S_GOTOOLCHAIN"`)
 	cmd.Env = append(os.Environ(), "K8S="+k8s, "LOCALNODE_K8S_VERSION=", "K8S_VERSION=", "K8S_PATCH=")
 	b, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(b)), exitCode(t, err)
+}
+
+// exitCode returns the exit code of a script run by exec.Cmd's Run or
+// CombinedOutput (0 when err is nil); a script that did not run fails t.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
-		code = ee.ExitCode()
+		return ee.ExitCode()
 	case err != nil:
 		t.Fatalf("bash: %v", err)
 	}
-	return strings.TrimSpace(string(b)), code
+	return 0
 }
 
 // TestLocalNodePreReleases: each pinned pre-release is selected by its full
