@@ -21,28 +21,34 @@ min_gib=${FLAKE_MIN_FREE_GIB:-10}
 # the Go build cache, and the runs' logs here. On a full disk the kubelet reports DiskPressure, refuses pods and
 # removes images, which cannot be pulled again here: runs fail for the machine, not for a test.
 node_root=$(bash -c 'source kind/localnode/env.sh >/dev/null 2>&1; echo "$LOCALNODE_ROOT"')
-# mounts: the filesystems the runs write to, once each (a path not made yet: its nearest existing parent's).
-mounts() {
-  local p
-  for p in "$node_root" /var/lib/kubelet "$(go env GOCACHE)" .; do
+gocache=$(go env GOCACHE)
+# free: each filesystem the runs write to, once, and its free KiB (a path not made yet: its nearest existing
+# parent's). room: their free space, for each run's line; short: those with less than min_gib free (empty: none).
+free() {
+  local p paths=()
+  for p in "$node_root" /var/lib/kubelet "$gocache" .; do
     until [[ -e $p ]]; do p=$(dirname "$p"); done
-    df -Pk -- "$p" | awk 'NR == 2 { print $6 }'
-  done | sort -u
+    paths+=("$p")
+  done
+  df -Pk -- "${paths[@]}" | awk 'NR > 1 && !seen[$6]++ { print $6, $4 }'
 }
-# room: each of those filesystems and its free space; short: those with less than min_gib free (empty: none).
-room() { mounts | while read -r m; do df -Pk -- "$m" | awk 'NR == 2 { printf "%s %.1f GiB free; ", $6, $4 / 1048576 }'; done; }
-short() { mounts | while read -r m; do df -Pk -- "$m" | awk -v min="$min_gib" 'NR == 2 && $4 < min * 1048576 { printf "%s has %.1f GiB free; ", $6, $4 / 1048576 }'; done; }
+room() { free | awk '{ printf "%s %.1f GiB free; ", $1, $2 / 1048576 }'; }
+short() { free | awk -v min="$min_gib" '$2 < min * 1048576 { printf "%s has %.1f GiB free; ", $1, $2 / 1048576 }'; }
 fix="a full disk fails runs for the machine, not for a test (DiskPressure): free space (old clones and their caches,
   go clean -cache, make local-purge) or, if you know the runs fit, lower FLAKE_MIN_FREE_GIB"
-if [[ -n $(short) ]]; then
-  echo "flake-check: not started: $(short)want at least FLAKE_MIN_FREE_GIB=$min_gib GiB on each; $fix" >&2
+want="want at least FLAKE_MIN_FREE_GIB=$min_gib GiB on each"
+lack=$(short)
+if [[ -n $lack ]]; then
+  echo "flake-check: not started: $lack$want; $fix" >&2
   exit 2
 fi
 # enough_room: true when every filesystem has min_gib free; else it says so, and the runs stop.
 stopped=
 enough_room() {
-  [[ -z $(short) ]] && return 0
-  stopped="before $1: $(short)want at least FLAKE_MIN_FREE_GIB=$min_gib GiB on each"
+  local lack
+  lack=$(short)
+  [[ -z $lack ]] && return 0
+  stopped="before $1: $lack$want"
   echo "flake-check: runs stopped $stopped; $fix" >&2
   return 1
 }
